@@ -1,0 +1,33 @@
+"""Helper package of the course "Attention-based models".
+
+One module per concept; each public function names the notebook where it is taught.
+Importing the package is cheap: submodules are imported on first use
+(``course_utils.data``, ``course_utils.training``, ...).
+
+Importing it also sets ``OMP_WAIT_POLICY=PASSIVE`` unless already set, *before* torch
+starts its OpenMP thread pool: with spin-waiting threads, PyTorch on a 2-core machine can
+stall for minutes (see ``course_utils.runtime``).
+"""
+
+import importlib
+import os
+import sys
+
+# Must happen before torch loads its OpenMP runtime, which reads it once.
+TORCH_LOADED_BEFORE_US = "torch" in sys.modules
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+__version__ = "0.1.0"
+
+_SUBMODULES = {
+    "runtime", "data", "training", "metrics", "viz",
+}
+__all__ = sorted(_SUBMODULES) + ["setup"]
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name == "setup":
+        return importlib.import_module(f"{__name__}.runtime").setup
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

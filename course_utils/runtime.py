@@ -1,0 +1,147 @@
+"""Runtime set-up shared by every notebook: seeds, device, profile, CPU threads.
+
+Taught in: 00_welcome (and the first cell of every notebook).
+Leaves out: multi-GPU and distributed set-up.
+
+Profiles: ``fast`` (CPU, CI: every notebook in about two minutes) and ``full`` (GPU:
+bigger models, the real corpus). ``COURSE_PROFILE=fast|full`` chooses; otherwise the
+device does (CUDA -> full, anything else -> fast).
+
+Threads: with OpenMP threads that spin-wait, PyTorch on a 2-core machine can stall for
+minutes. ``import course_utils`` sets ``OMP_WAIT_POLICY=PASSIVE`` before torch loads;
+if torch was imported earlier (so the policy cannot take effect any more) ``setup()``
+falls back to one thread. ``COURSE_NUM_THREADS`` overrides the thread count.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import random
+import sys
+from dataclasses import dataclass, asdict
+
+import numpy as np
+import torch
+
+import course_utils
+
+PROFILES = ("fast", "full")
+
+
+def get_device() -> torch.device:
+    """The best available device: cuda > mps > cpu. Taught in: 00_welcome."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def set_seed(seed: int = 0) -> None:
+    """Seed Python, NumPy and torch (all devices). Taught in: 00_welcome."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def profile(device: torch.device | None = None) -> str:
+    """The active profile: ``$COURSE_PROFILE`` if set, else 'full' on CUDA, else 'fast'."""
+    name = os.environ.get("COURSE_PROFILE", "").strip().lower()
+    if name:
+        if name not in PROFILES:
+            raise ValueError(f"COURSE_PROFILE must be one of {PROFILES}, got {name!r}")
+        return name
+    device = device if device is not None else get_device()
+    return "full" if device.type == "cuda" else "fast"
+
+
+def pick(fast, full, name: str | None = None):
+    """Return ``fast`` or ``full`` depending on the active profile (or ``name``)."""
+    name = name or profile()
+    if name not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {name!r}")
+    return fast if name == "fast" else full
+
+
+def configure_threads() -> int:
+    """Set a CPU thread count that cannot stall; returns the number of threads used."""
+    requested = os.environ.get("COURSE_NUM_THREADS")
+    if requested:
+        try:
+            num_threads = int(requested)
+        except ValueError:
+            raise ValueError(f"COURSE_NUM_THREADS must be a positive int, got {requested!r}") from None
+        if num_threads < 1:
+            raise ValueError(f"COURSE_NUM_THREADS must be a positive int, got {requested!r}")
+    elif course_utils.TORCH_LOADED_BEFORE_US and os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
+        num_threads = 1  # spin-waiting OpenMP threads may be live: one thread is safe
+    else:
+        num_threads = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                 else (os.cpu_count() or 1), 8))
+    if torch.get_num_threads() != num_threads:
+        torch.set_num_threads(num_threads)
+    return num_threads
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What ``setup()`` configured."""
+    seed: int
+    device: str
+    profile: str
+    num_threads: int
+    lecture: bool
+    python: str
+    torch: str
+    numpy: str
+    platform: str
+
+    def __str__(self) -> str:
+        return (f"course_utils {course_utils.__version__} | Python {self.python} | torch {self.torch}"
+                f" | numpy {self.numpy}\ndevice: {self.device} | profile: {self.profile}"
+                f" | CPU threads: {self.num_threads} | seed: {self.seed}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def setup(seed: int = 0, deterministic: bool = True, verbose: bool = True,
+          lecture: bool | None = None) -> Summary:
+    """Seed everything, pick device and profile, set safe threads and the figure style;
+    print and return a summary.
+
+    ``lecture`` switches on large fonts for a projector (default: ``$COURSE_LECTURE=1``).
+    Taught in: 00_welcome; called by the first cell of every notebook.
+    """
+    num_threads = configure_threads()
+    set_seed(seed)
+    device = get_device()
+    if deterministic:
+        # cuBLAS needs this for deterministic matmuls; harmless elsewhere.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
+    # Denormal floats slow small convolutional models down a lot on some CPUs.
+    torch.set_flush_denormal(True)
+    if lecture is None:
+        lecture = os.environ.get("COURSE_LECTURE", "0").strip().lower() in ("1", "true", "yes")
+    from course_utils.viz import use_style  # imports matplotlib: only here, not at import
+    use_style(lecture=lecture)
+    summary = Summary(
+        seed=seed,
+        device=str(device),
+        profile=profile(device),
+        num_threads=num_threads,
+        lecture=bool(lecture),
+        python=platform.python_version(),
+        torch=torch.__version__,
+        numpy=np.__version__,
+        platform=f"{platform.system()} {platform.machine()}",
+    )
+    if verbose:
+        print(summary)
+    return summary

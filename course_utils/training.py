@@ -1,0 +1,276 @@
+"""One training loop for every notebook, and checkpoints that refuse the wrong model.
+
+Taught in: 01_seq2seq_bottleneck (used by every later notebook).
+Leaves out: distributed training, gradient accumulation, early stopping (a
+``valid_fn`` plus ``max_steps`` covers what the notebooks need).
+
+The loop is model-agnostic: a notebook passes ``loss_fn(model, batch, teacher_forcing)``
+that returns the mean loss of one batch (a scalar tensor). The loop does the rest:
+device moves, ``zero_grad``/``backward``/clipping/``step``, the learning-rate
+schedule, a tqdm progress bar (notebook-aware), loss history, periodic validation, a
+teacher-forcing ratio that may change with the step, and an optional time budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import torch
+from torch import nn
+
+TeacherForcing = float | Callable[[int, int], float]
+
+
+@dataclass
+class History:
+    """What happened during training: one entry per optimiser step, plus validation rows."""
+    steps: list[int] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    lrs: list[float] = field(default_factory=list)
+    grad_norms: list[float] = field(default_factory=list)
+    teacher_forcing: list[float] = field(default_factory=list)
+    valid: list[dict] = field(default_factory=list)  # {"step": int, **valid_fn(model)}
+    tokens: int = 0  # target tokens seen (batches with a ``num_tokens`` attribute)
+    seconds: float = 0.0  # wall time inside train()
+    stopped_by: str = ""  # "steps", "epochs" or "time budget"
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.steps)
+
+    def smoothed(self, window: int = 50) -> list[float]:
+        """Running mean of the loss over the last ``window`` steps."""
+        out, total = [], 0.0
+        for i, loss in enumerate(self.losses):
+            total += loss
+            if i >= window:
+                total -= self.losses[i - window]
+            out.append(total / min(i + 1, window))
+        return out
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else float("nan")
+
+    def extend(self, other: "History") -> "History":
+        """Append a later run (steps continue from this one)."""
+        offset = self.steps[-1] if self.steps else 0
+        self.steps += [offset + s for s in other.steps]
+        self.losses += other.losses
+        self.lrs += other.lrs
+        self.grad_norms += other.grad_norms
+        self.teacher_forcing += other.teacher_forcing
+        self.valid += [{**row, "step": offset + row["step"]} for row in other.valid]
+        self.tokens += other.tokens
+        self.seconds += other.seconds
+        self.stopped_by = other.stopped_by
+        return self
+
+
+def _progress(total: int | None, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=desc, disable=not enabled, leave=True,
+                mininterval=0.5, dynamic_ncols=True)
+
+
+def _to_device(batch, device):
+    if hasattr(batch, "to"):
+        return batch.to(device)
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_to_device(b, device) for b in batch)
+    if isinstance(batch, Mapping):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    return batch
+
+
+def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
+          loss_fn: Callable[..., torch.Tensor], optimizer: torch.optim.Optimizer, *,
+          num_epochs: int | None = None, max_steps: int | None = None,
+          clip_norm: float | None = 1.0, scheduler=None,
+          teacher_forcing: TeacherForcing | None = None,
+          time_budget: float | None = None,
+          valid_fn: Callable[[nn.Module], dict] | None = None, valid_every: int = 0,
+          device: torch.device | str | None = None, progress: bool = True,
+          desc: str = "training") -> History:
+    """Train ``model`` and return its ``History``. Taught in: 01_seq2seq_bottleneck.
+
+    ``batches``: a list of batches (reused every epoch) or ``epoch -> iterable`` (to
+    reshuffle). ``loss_fn(model, batch)`` or, with ``teacher_forcing``,
+    ``loss_fn(model, batch, ratio)`` returns a scalar loss. ``teacher_forcing``: a ratio,
+    or ``(step, total_steps) -> ratio``. Stops after ``max_steps`` optimiser steps,
+    ``num_epochs`` passes, or ``time_budget`` seconds, whichever comes first (at least one
+    of them must be given). ``valid_fn(model) -> dict`` runs every ``valid_every`` steps
+    and at the end, in eval mode under ``torch.no_grad()``.
+    """
+    if num_epochs is None and max_steps is None and time_budget is None:
+        raise ValueError("give num_epochs, max_steps or time_budget, otherwise training never stops")
+    for name, value in (("num_epochs", num_epochs), ("max_steps", max_steps)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+    if time_budget is not None and time_budget <= 0:
+        raise ValueError(f"time_budget must be positive seconds or None, got {time_budget!r}")
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    epoch_batches = batches if callable(batches) else (lambda epoch: batches)
+
+    total = max_steps
+    if total is None and num_epochs is not None and not callable(batches):
+        total = num_epochs * len(batches)
+    history = History()
+    start = time.perf_counter()
+    bar = _progress(total, desc, progress)
+
+    def validate(step):
+        if valid_fn is None:
+            return
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            row = {"step": step, **valid_fn(model)}
+        model.train(was_training)
+        history.valid.append(row)
+        bar.set_postfix({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()})
+
+    step, epoch = 0, 0
+    model.train()
+    try:
+        while True:
+            if num_epochs is not None and epoch >= num_epochs:
+                history.stopped_by = "epochs"
+                break
+            seen = 0
+            for seen, batch in enumerate(epoch_batches(epoch), start=1):
+                if max_steps is not None and step >= max_steps:
+                    break
+                if time_budget is not None and time.perf_counter() - start >= time_budget:
+                    break
+                batch = _to_device(batch, device)
+                if teacher_forcing is None:
+                    ratio, loss = float("nan"), loss_fn(model, batch)
+                else:
+                    ratio = teacher_forcing(step, total or 0) if callable(teacher_forcing) \
+                        else float(teacher_forcing)
+                    loss = loss_fn(model, batch, ratio)
+                if not torch.is_tensor(loss) or loss.dim() != 0:
+                    raise TypeError(f"loss_fn must return a scalar tensor, got "
+                                    f"{type(loss).__name__} {getattr(loss, 'shape', '')}")
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"loss became {loss.item()} at step {step}; "
+                                             "lower the learning rate or check the masks")
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+                             if clip_norm is not None else torch.tensor(float("nan")))
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
+                step += 1
+                history.steps.append(step)
+                history.losses.append(loss.item())
+                history.lrs.append(optimizer.param_groups[0]["lr"])
+                history.grad_norms.append(float(grad_norm))
+                history.teacher_forcing.append(ratio)
+                history.tokens += int(getattr(batch, "num_tokens", 0))
+                bar.update(1)
+                if step % 20 == 0:
+                    bar.set_postfix(loss=f"{history.smoothed(20)[-1]:.3f}")
+                if valid_every and step % valid_every == 0:
+                    validate(step)
+            else:
+                if seen == 0:
+                    raise ValueError(f"epoch {epoch} produced no batches")
+                epoch += 1
+                continue
+            history.stopped_by = "steps" if max_steps is not None and step >= max_steps else "time budget"
+            break
+    finally:
+        bar.close()
+    if valid_fn is not None and (not history.valid or history.valid[-1]["step"] != step):
+        validate(step)
+    history.seconds = time.perf_counter() - start
+    return history
+
+
+def linear_decay(start: float = 1.0, end: float = 0.0) -> Callable[[int, int], float]:
+    """Teacher-forcing schedule going linearly from ``start`` to ``end`` over training."""
+    def ratio(step: int, total: int) -> float:
+        return start if total <= 1 else start + (end - start) * min(step / (total - 1), 1.0)
+    return ratio
+
+
+# --------------------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------------------
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint was made for a different model configuration."""
+
+
+def _config_dict(config) -> dict:
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        config = dataclasses.asdict(config)
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be a dataclass instance or a dict, got {type(config).__name__}")
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in config.items()}
+
+
+def save_checkpoint(path: str | Path, model: nn.Module, config, optimizer=None,
+                    extra: Mapping[str, Any] | None = None) -> Path:
+    """Write model (and optimiser) state with its config, atomically: a crash never
+    leaves half a file. ``extra`` holds plain data (vocabulary lists, metrics).
+    Taught in: 01_seq2seq_bottleneck."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"config": _config_dict(config), "model": model.state_dict(),
+             "optimizer": optimizer.state_dict() if optimizer is not None else None,
+             "extra": dict(extra or {}), "torch_version": str(torch.__version__)}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_checkpoint(path: str | Path, model: nn.Module, config, optimizer=None,
+                    map_location="cpu") -> dict:
+    """Load a checkpoint into ``model`` (and ``optimizer``) with ``weights_only=True``
+    after checking it was made with the same ``config``; returns its ``extra``."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}; train the model first "
+                                "(or set skip_training = False)")
+    state = torch.load(path, map_location=map_location, weights_only=True)
+    expected, found = _config_dict(config), state.get("config", {})
+    if expected != found:
+        keys = sorted(set(expected) | set(found))
+        diff = [f"  {k}: checkpoint has {found.get(k, '<missing>')!r}, model has "
+                f"{expected.get(k, '<missing>')!r}" for k in keys if expected.get(k) != found.get(k)]
+        raise CheckpointMismatchError(f"{path} was saved with another configuration:\n"
+                                      + "\n".join(diff)
+                                      + "\nretrain, or build the model with the checkpoint's config")
+    model.load_state_dict(state["model"])
+    if optimizer is not None and state.get("optimizer") is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    return state.get("extra", {})
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def perplexity(loss: float) -> float:
+    """exp(loss), capped so that a diverged loss prints as inf rather than overflowing."""
+    return math.exp(loss) if loss < 700 else float("inf")

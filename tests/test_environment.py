@@ -1,0 +1,71 @@
+"""The set-up files agree: pyproject.toml, constraints.txt, environment.yml, Makefile."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pyproject():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _torch_pin() -> str:
+    lines = [l.strip() for l in (ROOT / "constraints.txt").read_text().splitlines()
+             if l.strip() and not l.startswith("#")]
+    torch_lines = [l for l in lines if Requirement(l).name == "torch"]
+    assert len(torch_lines) == 1, f"constraints.txt must pin torch once, found {torch_lines}"
+    return torch_lines[0]
+
+
+def test_constraints_pin_torch_exactly():
+    req = Requirement(_torch_pin())
+    assert str(req.specifier) == "==2.13.0"
+
+
+def test_environment_yml_lists_the_same_packages_as_pyproject():
+    project = _pyproject()["project"]
+    wanted = {}
+    for line in project["dependencies"] + project["optional-dependencies"]["lab"] \
+            + project["optional-dependencies"]["test"]:
+        req = Requirement(line)
+        wanted[req.name.lower()] = str(req.specifier)
+    wanted["torch"] = str(Requirement(_torch_pin()).specifier)  # conda users get the pin
+
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    conda = [d for d in env["dependencies"] if isinstance(d, str)]
+    assert "python=3.11" in conda and "pip" in conda
+    listed = {}
+    for line in pip_section:
+        if line.startswith("-e"):
+            continue
+        req = Requirement(line)
+        listed[req.name.lower()] = str(req.specifier)
+    assert listed == wanted
+    assert pip_section[0] == _torch_pin(), "torch must come first in environment.yml"
+    assert "-e ." in pip_section
+
+
+def test_python_version_agrees():
+    assert _pyproject()["project"]["requires-python"] == ">=3.11"
+
+
+def test_makefile_installs_torch_first_then_everything_under_constraints():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^TORCH_SPEC\s*\?=\s*" + re.escape(_torch_pin()) + r"\s*$", makefile, re.M)
+    torch_step = makefile.index('"$(TORCH_SPEC)"')
+    package_step = makefile.index("-c constraints.txt -e")
+    assert torch_step < package_step
+    for target in ("lab:", "test:", "notebooks:"):
+        line = next(l for l in makefile.splitlines() if l.startswith(target))
+        assert "$(STAMP)" in line, f"`make {target[:-1]}` must depend on the install step"
+
+
+def test_ci_script_runs_make_test():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make test" in ci

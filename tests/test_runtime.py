@@ -1,0 +1,99 @@
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import course_utils
+from course_utils import runtime
+
+
+def test_set_seed_makes_torch_numpy_and_python_repeat():
+    import random
+    runtime.set_seed(123)
+    a = (torch.rand(3), np.random.rand(3), random.random())
+    runtime.set_seed(123)
+    b = (torch.rand(3), np.random.rand(3), random.random())
+    torch.testing.assert_close(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert a[2] == b[2]
+    runtime.set_seed(124)
+    assert not torch.equal(torch.rand(3), a[0])
+
+
+@pytest.mark.parametrize("bad", [1.5, "0", None, True])
+def test_set_seed_rejects_non_int(bad):
+    with pytest.raises(TypeError, match="seed must be an int"):
+        runtime.set_seed(bad)
+
+
+def test_profile_from_environment(monkeypatch):
+    monkeypatch.setenv("COURSE_PROFILE", "full")
+    assert runtime.profile() == "full"
+    assert runtime.pick(1, 2) == 2
+    monkeypatch.setenv("COURSE_PROFILE", " FAST ")
+    assert runtime.profile() == "fast"
+    assert runtime.pick(1, 2) == 1
+
+
+def test_profile_defaults_to_device(monkeypatch):
+    monkeypatch.delenv("COURSE_PROFILE", raising=False)
+    assert runtime.profile(torch.device("cpu")) == "fast"
+    assert runtime.profile(torch.device("cuda")) == "full"
+
+
+def test_bad_profile_names_the_choices(monkeypatch):
+    monkeypatch.setenv("COURSE_PROFILE", "medium")
+    with pytest.raises(ValueError, match=r"one of \('fast', 'full'\), got 'medium'"):
+        runtime.profile()
+
+
+def test_device_on_this_machine_is_usable():
+    device = runtime.get_device()
+    assert device.type in ("cpu", "cuda", "mps")
+    assert (torch.ones(2, device=device) * 2).sum().item() == 4
+
+
+def test_setup_returns_and_prints_summary(capsys, monkeypatch):
+    monkeypatch.setenv("COURSE_NUM_THREADS", "1")
+    summary = runtime.setup(seed=7)
+    out = capsys.readouterr().out
+    assert summary.seed == 7 and summary.profile == "fast" and summary.num_threads == 1
+    assert torch.get_num_threads() == 1
+    assert torch.are_deterministic_algorithms_enabled()
+    assert f"torch {torch.__version__}" in out and "profile: fast" in out
+    assert summary.as_dict()["device"] == str(runtime.get_device())
+    # seeded: the same draw as set_seed(7)
+    x = torch.rand(2)
+    runtime.set_seed(7)
+    torch.testing.assert_close(x, torch.rand(2))
+
+
+def test_thread_override_is_validated(monkeypatch):
+    monkeypatch.setenv("COURSE_NUM_THREADS", "zero")
+    with pytest.raises(ValueError, match="COURSE_NUM_THREADS must be a positive int, got 'zero'"):
+        runtime.configure_threads()
+    monkeypatch.setenv("COURSE_NUM_THREADS", "0")
+    with pytest.raises(ValueError, match="positive int"):
+        runtime.configure_threads()
+
+
+def test_one_thread_when_torch_came_first_without_passive_policy(monkeypatch):
+    monkeypatch.delenv("COURSE_NUM_THREADS", raising=False)
+    monkeypatch.setattr(course_utils, "TORCH_LOADED_BEFORE_US", True)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert runtime.configure_threads() == 1
+    assert torch.get_num_threads() == 1
+
+
+def test_import_sets_passive_wait_policy():
+    assert os.environ["OMP_WAIT_POLICY"].upper() == "PASSIVE"
+
+
+def test_import_is_lazy():
+    import subprocess
+    import sys
+    code = ("import sys, course_utils; assert 'torch' not in sys.modules, 'torch imported eagerly'; "
+            "course_utils.data; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"
