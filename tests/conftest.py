@@ -1,10 +1,13 @@
-"""Shared fixtures: every test runs in the fast profile, seeded, on one CPU thread."""
+"""Shared fixtures: every test runs in the fast profile, seeded, on one CPU thread.
+
+Environment set here reaches the notebook kernels that nbval starts in the same run,
+so nothing that changes how notebooks render (such as MPLBACKEND) belongs here.
+"""
 
 import os
 
 os.environ.setdefault("COURSE_PROFILE", "fast")
 os.environ.setdefault("COURSE_NUM_THREADS", "1")
-os.environ.setdefault("MPLBACKEND", "Agg")
 
 import pytest  # noqa: E402
 
