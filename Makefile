@@ -9,6 +9,8 @@ TORCH_SPEC  ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 EXTRAS      ?= lab,test
 PORT        ?= 8888
+# JupyterLab refuses to run as root unless told (containers, CI machines)
+LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 PYTEST_WORKERS ?= 2
 
 BIN   := $(VENV)/bin
@@ -38,7 +40,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT)
+	$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) $(LAB_ARGS)
 
 # Unit tests and strict nbval over every notebook, in the fast profile.
 # pytest's exit status 5 (no tests collected) is reported but does not fail the target.
