@@ -20,14 +20,21 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 __version__ = "0.1.0"
 
 _SUBMODULES = {
-    "runtime", "data", "training", "metrics", "viz",
+    "runtime", "data", "training", "metrics", "viz", "widgets", "results",
+    "attention", "seq2seq", "decoding", "convs2s", "positional", "norms", "transformer",
+    "bert", "bpe",
 }
 __all__ = sorted(_SUBMODULES) + ["setup"]
 
 
 def __getattr__(name):
     if name in _SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"{__name__}.{name}":
+                raise  # a dependency is missing: say which
+            raise AttributeError(f"course_utils.{name} is not written yet") from None
     if name == "setup":
         return importlib.import_module(f"{__name__}.runtime").setup
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

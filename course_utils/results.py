@@ -1,0 +1,77 @@
+"""Results that later notebooks compare against: each model's scores by source length.
+
+Taught in: 01_seq2seq_bottleneck (written), read by 02-04 for the common comparison plot.
+Leaves out: experiment tracking (runs, hyperparameter search).
+
+A notebook saves its model's numbers with ``save_results`` into
+``results/<profile>/<name>.json`` (committed, refreshed by ``make notebooks``); a later
+notebook plots every saved model next to its own with ``load_results``. Numbers are
+rounded to 4 decimals so that a re-run on another machine rarely changes the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Sequence
+
+from course_utils.runtime import profile as active_profile
+
+
+def results_dir(profile: str | None = None) -> Path:
+    """Folder of saved results for a profile: ``$COURSE_RESULTS_DIR`` or ``results/``."""
+    root = Path(os.environ.get("COURSE_RESULTS_DIR",
+                               Path(__file__).resolve().parent.parent / "results"))
+    return root / (profile or active_profile())
+
+
+def _rounded(value):
+    if isinstance(value, float):
+        return None if math.isnan(value) else round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def save_results(name: str, by_length: Sequence[dict], profile: str | None = None, **info) -> Path:
+    """Save a model's ``scores_by_length`` rows plus any plain ``info`` (bleu, exact_match,
+    parameters, steps, ...) as ``results/<profile>/<name>.json``."""
+    if not name or any(c in name for c in "/\\ "):
+        raise ValueError(f"name must be a short file name without spaces or slashes, got {name!r}")
+    for row in by_length:
+        missing = {"bucket", "count", "bleu", "exact_match"} - set(row)
+        if missing:
+            raise ValueError(f"each by_length row needs {sorted(missing)}; got keys {sorted(row)}")
+    path = results_dir(profile) / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"name": name, "profile": profile or active_profile(), **_rounded(info),
+              "by_length": _rounded(list(by_length))}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load_results(names: Sequence[str] | None = None, profile: str | None = None) -> dict[str, dict]:
+    """Saved records by name (all of the profile's, or just ``names``, in that order)."""
+    folder = results_dir(profile)
+    if names is None:
+        paths = sorted(folder.glob("*.json"))
+    else:
+        paths = [folder / f"{n}.json" for n in names]
+        missing = [p.name for p in paths if not p.exists()]
+        if missing:
+            raise FileNotFoundError(f"no saved results {missing} in {folder}; run the notebook "
+                                    "that trains those models first")
+    records = {}
+    for path in paths:
+        record = json.loads(path.read_text())
+        for row in record["by_length"]:
+            for key in ("bleu", "exact_match"):
+                row[key] = float("nan") if row[key] is None else row[key]
+        records[record["name"]] = record
+    return records
