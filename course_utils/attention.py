@@ -1,0 +1,268 @@
+"""Attention: masks, masked softmax, score functions, scaled dot-product and multi-head
+attention.
+
+Taught in: 02_bahdanau_attention (score functions, masks, soft lookup),
+04_transformer (scaled dot-product and multi-head attention).
+Leaves out: sparse, linear and flash attention (``torch.nn.functional.
+scaled_dot_product_attention`` is the fast path; 04 compares against it).
+
+Conventions: masks are boolean and ``True`` means *may attend*. Weights of a query
+whose keys are all masked are all zero (never NaN).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+# --------------------------------------------------------------------------------------
+# Masks and the masked softmax
+# --------------------------------------------------------------------------------------
+
+
+def causal_mask(n: int, device=None) -> torch.Tensor:
+    """(n, n) bool mask, True on and below the diagonal: query i sees keys 0..i.
+    Taught in: 04_transformer."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"causal_mask needs a positive int size, got {n!r}")
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
+    """(batch, max_len) bool mask, True at real (non-padded) positions.
+    Taught in: 02_bahdanau_attention."""
+    lengths = torch.as_tensor(lengths)
+    if lengths.dim() != 1:
+        raise ValueError(f"lengths must be 1-d (batch,), got shape {tuple(lengths.shape)}")
+    longest = int(lengths.max()) if lengths.numel() else 0
+    max_len = longest if max_len is None else max_len
+    if max_len < longest:
+        raise ValueError(f"max_len={max_len} is shorter than the longest length {longest}")
+    return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax over the last dimension where masked-out scores count as -inf.
+
+    ``mask`` (bool, True = keep) broadcasts against ``scores``. Rows with no kept entry
+    get all-zero weights, and no NaN reaches the forward or the backward pass.
+    Taught in: 02_bahdanau_attention.
+    """
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a bool tensor (True = may attend), got {mask.dtype}")
+    try:
+        mask = mask.expand_as(scores)
+    except RuntimeError:
+        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to scores of "
+                         f"shape {tuple(scores.shape)}") from None
+    any_kept = mask.any(dim=-1, keepdim=True)
+    # -inf where masked; a fully masked row is left finite so softmax never sees all -inf
+    scores = scores.masked_fill(~mask & any_kept, float("-inf"))
+    return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
+
+
+# --------------------------------------------------------------------------------------
+# Score functions e(query, key) for attention over encoder states (02)
+# --------------------------------------------------------------------------------------
+
+
+class ScoreAttention(nn.Module):
+    """Base class: ``score(query, keys)`` gives e, ``forward`` does softmax and the
+    weighted sum. Subclasses implement ``prepare`` (the part of the score that depends on
+    the keys only, computed once per source sentence) and ``score``.
+
+    ``query``: (batch, query_size) for one decoder step, or (batch, n_q, query_size).
+    ``keys``: (batch, n_k, key_size); ``values`` default to the keys.
+    ``mask``: (batch, n_k) bool, True at real positions (or broadcastable to the scores).
+    ``prepared``: ``self.prepare(keys)``, if the caller kept it from an earlier step.
+    Returns ``(context, weights)``: (batch, [n_q,] value_size) and (batch, [n_q,] n_k).
+    """
+
+    def prepare(self, keys: torch.Tensor) -> torch.Tensor:
+        """What the score needs from the keys alone (the same at every decoder step)."""
+        return keys
+
+    def score(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        """(batch, n_q, query_size), prepared keys (batch, n_k, ...) -> (batch, n_q, n_k)."""
+        raise NotImplementedError
+
+    def forward(self, query, keys, values=None, mask=None, prepared=None):
+        values = keys if values is None else values
+        one_step = query.dim() == 2
+        q = query.unsqueeze(1) if one_step else query  # (batch, n_q, query_size)
+        if q.dim() != 3 or keys.dim() != 3:
+            raise ValueError(f"query must be (batch, query_size) or (batch, n_q, query_size) and keys "
+                             f"(batch, n_k, key_size); got {tuple(query.shape)} and {tuple(keys.shape)}")
+        if mask is not None and mask.dim() == 2:
+            mask = mask.unsqueeze(1)  # (batch, 1, n_k): the same keys for every query
+        prepared = self.prepare(keys) if prepared is None else prepared
+        scores = self.score(q, prepared)  # (batch, n_q, n_k)
+        weights = masked_softmax(scores, mask)
+        context = weights @ values  # (batch, n_q, value_size)
+        if one_step:
+            return context.squeeze(1), weights.squeeze(1)
+        return context, weights
+
+
+class DotAttention(ScoreAttention):
+    """e = s . h (query and key of the same size; no parameters)."""
+
+    def score(self, query, prepared):
+        if query.shape[-1] != prepared.shape[-1]:
+            raise ValueError(f"dot attention needs query and key of the same size, got "
+                             f"{query.shape[-1]} and {prepared.shape[-1]}; use MultiplicativeAttention")
+        return query @ prepared.transpose(-2, -1)
+
+
+class MultiplicativeAttention(ScoreAttention):
+    """e = s^T W h (Luong's 'general' score); W h is prepared once."""
+
+    def __init__(self, query_size: int, key_size: int):
+        super().__init__()
+        self.W = nn.Linear(key_size, query_size, bias=False)
+
+    def prepare(self, keys):
+        return self.W(keys)  # (batch, n_k, query_size)
+
+    def score(self, query, prepared):
+        return query @ prepared.transpose(-2, -1)
+
+
+class AdditiveAttention(ScoreAttention):
+    """e = v^T tanh(W1 h + W2 s) (Bahdanau et al., 2015); W1 h is prepared once."""
+
+    def __init__(self, query_size: int, key_size: int, hidden_size: int):
+        super().__init__()
+        self.W1 = nn.Linear(key_size, hidden_size, bias=False)
+        self.W2 = nn.Linear(query_size, hidden_size, bias=False)
+        self.v = nn.Linear(hidden_size, 1, bias=False)
+
+    def prepare(self, keys):
+        return self.W1(keys)  # (batch, n_k, hidden)
+
+    def score(self, query, prepared):
+        # (batch, 1, n_k, hidden) + (batch, n_q, 1, hidden) -> (batch, n_q, n_k, hidden)
+        hidden = torch.tanh(prepared.unsqueeze(1) + self.W2(query).unsqueeze(2))
+        return self.v(hidden).squeeze(-1)
+
+
+class MLPAttention(ScoreAttention):
+    """e = MLP([s; h]): two ReLU hidden layers on the concatenated query and key.
+
+    The first layer on the concatenation equals A s + B h + b, so B h is prepared once.
+    """
+
+    def __init__(self, query_size: int, key_size: int, hidden_size: int):
+        super().__init__()
+        self.W_query = nn.Linear(query_size, hidden_size)          # A s + b
+        self.W_key = nn.Linear(key_size, hidden_size, bias=False)  # B h
+        self.rest = nn.Sequential(nn.ReLU(), nn.Linear(hidden_size, hidden_size), nn.ReLU(),
+                                  nn.Linear(hidden_size, 1))
+
+    def prepare(self, keys):
+        return self.W_key(keys)  # (batch, n_k, hidden)
+
+    def score(self, query, prepared):
+        first = prepared.unsqueeze(1) + self.W_query(query).unsqueeze(2)  # (batch, n_q, n_k, hidden)
+        return self.rest(first).squeeze(-1)
+
+
+SCORE_FUNCTIONS = {"dot": DotAttention, "multiplicative": MultiplicativeAttention,
+                   "additive": AdditiveAttention, "mlp": MLPAttention}
+
+
+def make_attention(kind: str, query_size: int, key_size: int, hidden_size: int = 64) -> ScoreAttention:
+    """An attention module by name: 'dot', 'multiplicative', 'additive' or 'mlp'."""
+    if kind not in SCORE_FUNCTIONS:
+        raise ValueError(f"attention kind must be one of {sorted(SCORE_FUNCTIONS)}, got {kind!r}")
+    if kind == "dot":
+        return DotAttention()
+    if kind == "multiplicative":
+        return MultiplicativeAttention(query_size, key_size)
+    return SCORE_FUNCTIONS[kind](query_size, key_size, hidden_size)
+
+
+# --------------------------------------------------------------------------------------
+# Scaled dot-product and multi-head attention (04)
+# --------------------------------------------------------------------------------------
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, dropout: nn.Module | None = None):
+    """softmax(q k^T / sqrt(d_k)) v with an optional bool mask (True = may attend).
+
+    q: (..., n_q, d_k), k: (..., n_k, d_k), v: (..., n_k, d_v); mask broadcastable to
+    (..., n_q, n_k). Returns ``(output (..., n_q, d_v), weights (..., n_q, n_k))``.
+    Taught in: 04_transformer.
+    """
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"queries and keys need the same size d_k, got {q.shape[-1]} and {k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"keys and values need the same length, got {k.shape[-2]} and {v.shape[-2]}")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., n_q, n_k)
+    weights = masked_softmax(scores, mask)
+    if dropout is not None:
+        weights = dropout(weights)
+    return weights @ v, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention: project, split into heads, attend, concatenate, project (W^O).
+
+    ``forward(query, key, value, mask=None)`` with (batch, n, d_model) inputs; ``mask``
+    is bool (True = may attend) of shape (n_q, n_k), (batch, n_q or 1, n_k) or
+    (batch, heads, n_q, n_k). Returns ``(output (batch, n_q, d_model), weights
+    (batch, heads, n_q, n_k))``. Taught in: 04_transformer.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+        self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def _split(self, x):
+        batch, n, _ = x.shape
+        # (batch, n, d_model) -> (batch, heads, n, d_head)
+        return x.view(batch, n, self.num_heads, self.d_head).transpose(1, 2)
+
+    def forward(self, query, key, value, mask=None):
+        if query.dim() != 3 or query.shape[-1] != self.d_model:
+            raise ValueError(f"query must be (batch, n_q, {self.d_model}), got {tuple(query.shape)}")
+        if mask is not None:
+            if mask.dim() == 3:
+                mask = mask.unsqueeze(1)  # (batch, 1, n_q or 1, n_k): the same for every head
+            elif mask.dim() not in (2, 4):
+                raise ValueError(f"mask must be (n_q, n_k), (batch, n_q, n_k) or "
+                                 f"(batch, heads, n_q, n_k), got shape {tuple(mask.shape)}")
+        # 1. project and split into heads: (batch, heads, n, d_head)
+        q, k, v = self._split(self.W_q(query)), self._split(self.W_k(key)), self._split(self.W_v(value))
+        # 2. attend in every head at once
+        out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
+        # 3. concatenate the heads: (batch, heads, n_q, d_head) -> (batch, n_q, d_model)
+        out = out.transpose(1, 2).reshape(query.shape[0], query.shape[1], self.d_model)
+        # 4. mix the heads with W^O
+        return self.W_o(out), weights
+
+    @torch.no_grad()
+    def copy_from_torch(self, mha: nn.MultiheadAttention) -> "MultiHeadAttention":
+        """Copy the weights of a ``torch.nn.MultiheadAttention`` (same sizes, batch_first)."""
+        if mha.embed_dim != self.d_model or mha.num_heads != self.num_heads:
+            raise ValueError(f"torch module has d_model={mha.embed_dim}, heads={mha.num_heads}; "
+                             f"this one {self.d_model}, {self.num_heads}")
+        for i, lin in enumerate((self.W_q, self.W_k, self.W_v)):
+            lin.weight.copy_(mha.in_proj_weight[i * self.d_model:(i + 1) * self.d_model])
+            if lin.bias is not None:
+                lin.bias.copy_(mha.in_proj_bias[i * self.d_model:(i + 1) * self.d_model])
+        self.W_o.weight.copy_(mha.out_proj.weight)
+        if self.W_o.bias is not None:
+            self.W_o.bias.copy_(mha.out_proj.bias)
+        return self

@@ -1,0 +1,227 @@
+"""Decoding: greedy, sampling with temperature, beam search, and scoring a given output.
+
+Taught in: 01_seq2seq_bottleneck; reused by 02, 03 and 04 for every model that offers
+``encode(src, src_lengths) -> (memory, state)`` and ``decode_step(prev, state, memory)
+-> (log_probs, state, weights)`` (see ``course_utils.seq2seq``).
+Leaves out: diverse beam search, nucleus (top-p) sampling, constrained decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from course_utils.data import EOS_ID, PAD_ID, SOS_ID
+
+
+def map_tensors(fn, tree):
+    """Apply ``fn`` to every tensor in a tensor / tuple / list / dict structure."""
+    if torch.is_tensor(tree):
+        return fn(tree)
+    if isinstance(tree, dict):
+        return {k: map_tensors(fn, v) for k, v in tree.items()}
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(map_tensors(fn, v) for v in tree)
+    return tree
+
+
+@dataclass
+class Decoded:
+    """Output of a decoder for a batch: token ids (without <sos>, cut after <eos>), their
+    summed log-probabilities under the model and, for attention models, the weights."""
+    tokens: list[list[int]]
+    scores: list[float]
+    weights: list[torch.Tensor | None]  # per sentence: (output_len, src_len) or None
+
+
+def _check_batch(src, src_lengths):
+    if src.dim() != 2 or src_lengths.dim() != 1 or src.shape[0] != src_lengths.shape[0]:
+        raise ValueError(f"src must be (batch, src_len) and src_lengths (batch,), got "
+                         f"{tuple(src.shape)} and {tuple(src_lengths.shape)}")
+
+
+@torch.no_grad()
+def _sample_or_greedy(model, src, src_lengths, max_len, temperature, generator):
+    _check_batch(src, src_lengths)
+    was_training = model.training
+    model.eval()
+    memory, state = model.encode(src, src_lengths)
+    batch = src.shape[0]
+    prev = torch.full((batch,), SOS_ID, dtype=torch.long, device=src.device)
+    done = torch.zeros(batch, dtype=torch.bool, device=src.device)
+    scores = torch.zeros(batch, device=src.device)
+    tokens, weights = [], []
+    for _ in range(max_len):
+        log_probs, state, w = model.decode_step(prev, state, memory)
+        if temperature is None:
+            nxt = log_probs.argmax(-1)
+        else:
+            probs = torch.softmax(log_probs / temperature, dim=-1)
+            nxt = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(1).to(src.device)
+        nxt = torch.where(done, torch.full_like(nxt, PAD_ID), nxt)
+        scores += torch.where(done, 0.0, log_probs.gather(1, nxt.unsqueeze(1)).squeeze(1))
+        tokens.append(nxt)
+        weights.append(w)
+        done |= nxt == EOS_ID
+        prev = nxt
+        if done.all():
+            break
+    model.train(was_training)
+    ids = torch.stack(tokens, 1).tolist()
+    out_tokens, out_weights = [], []
+    for b, row in enumerate(ids):
+        n = row.index(EOS_ID) + 1 if EOS_ID in row else len(row)
+        out_tokens.append(row[:n])
+        out_weights.append(torch.stack([w[b, : int(src_lengths[b])] for w in weights[:n]])
+                           if weights[0] is not None else None)
+    return Decoded(out_tokens, scores.tolist(), out_weights)
+
+
+def greedy_decode(model, src, src_lengths, max_len: int = 60) -> Decoded:
+    """Pick the most probable word at every step until <eos> (batched).
+    Taught in: 01_seq2seq_bottleneck."""
+    return _sample_or_greedy(model, src, src_lengths, max_len, None, None)
+
+
+def sample_decode(model, src, src_lengths, temperature: float = 1.0, max_len: int = 60,
+                  generator: torch.Generator | None = None) -> Decoded:
+    """Draw every word from softmax(log p / temperature): low temperature approaches greedy,
+    high temperature approaches uniform. Taught in: 01_seq2seq_bottleneck."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be positive, got {temperature}; use greedy_decode for 0")
+    return _sample_or_greedy(model, src, src_lengths, max_len, float(temperature), generator)
+
+
+def length_normalized(score: float, length: int, alpha: float) -> float:
+    """score / length^alpha: alpha=0 keeps the raw sum, alpha=1 gives the mean per word."""
+    return score / (max(length, 1) ** alpha)
+
+
+@torch.no_grad()
+def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
+                alpha: float = 0.0, return_all: bool = False):
+    """Beam search, batched over sentences. Taught in: 01_seq2seq_bottleneck.
+
+    At every step each of the ``beam_size`` partial hypotheses is extended by every word;
+    the ``beam_size`` best extensions by summed log-probability survive. A hypothesis that
+    produces <eos> is finished and leaves the beam. The answer is the finished hypothesis
+    with the best ``score / length**alpha`` (``alpha`` = length normalisation; 0 = none).
+    With ``beam_size=1`` this is greedy decoding. Returns ``Decoded`` (and, with
+    ``return_all``, every finished hypothesis per sentence as (tokens, score) lists).
+    """
+    _check_batch(src, src_lengths)
+    if not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
+    was_training = model.training
+    model.eval()
+    batch, K, device = src.shape[0], beam_size, src.device
+    memory, state = model.encode(src, src_lengths)
+    # every sentence gets K rows: (batch * K, ...)
+    memory = map_tensors(lambda t: t.repeat_interleave(K, dim=0), memory)
+    state = map_tensors(lambda t: t.repeat_interleave(K, dim=0), state)
+    scores = torch.full((batch, K), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # at the start only one hypothesis is alive: <sos>
+    prefixes = torch.empty(batch * K, 0, dtype=torch.long, device=device)
+    attn = []  # per step: (batch * K, src_len) weights of the surviving rows
+    finished = [[] for _ in range(batch)]  # per sentence: (normalised, score, tokens, weights)
+    prev = torch.full((batch * K,), SOS_ID, dtype=torch.long, device=device)
+    for step in range(max_len):
+        log_probs, state, w = model.decode_step(prev, state, memory)  # (batch * K, vocab)
+        vocab = log_probs.shape[-1]
+        candidates = scores.unsqueeze(-1) + log_probs.view(batch, K, vocab)  # (batch, K, vocab)
+        # take 2K so that K unfinished ones remain even if up to K end in <eos>
+        top_scores, top_index = candidates.view(batch, K * vocab).topk(min(2 * K, K * vocab), dim=-1)
+        beam_origin, words = top_index // vocab, top_index % vocab  # (batch, 2K)
+        new_scores = torch.full((batch, K), float("-inf"), device=device)
+        rows = (torch.arange(batch, device=device) * K).unsqueeze(1).repeat(1, K)  # dead rows: own sentence
+        new_words = torch.full((batch, K), PAD_ID, dtype=torch.long, device=device)
+        for b in range(batch):
+            kept = 0
+            for score, origin, word in zip(top_scores[b].tolist(), beam_origin[b].tolist(),
+                                           words[b].tolist()):
+                if score == float("-inf") or kept == K:
+                    break
+                row = b * K + origin
+                if word == EOS_ID:
+                    tokens = prefixes[row].tolist() + [EOS_ID]
+                    weights = (torch.stack([a[row] for a in attn] + [w[row]])[:, : int(src_lengths[b])]
+                               if w is not None else None)
+                    finished[b].append((length_normalized(score, len(tokens), alpha), score,
+                                        tokens, weights))
+                    continue
+                new_scores[b, kept], rows[b, kept], new_words[b, kept] = score, row, word
+                kept += 1
+        # stop a sentence when it is decided. Without length normalisation: once no
+        # unfinished hypothesis beats the best finished one (log-probs only fall, so none
+        # ever will). With it, longer outputs may still win: stop at K finished ones.
+        for b in range(batch):
+            if finished[b] and (new_scores[b].max() <= max(f[1] for f in finished[b])
+                                if alpha == 0.0 else len(finished[b]) >= K):
+                new_scores[b] = float("-inf")
+        flat_rows = rows.view(-1)
+        prefixes = torch.cat([prefixes[flat_rows], new_words.view(-1, 1)], 1)
+        attn = [a[flat_rows] for a in attn] + ([w[flat_rows]] if w is not None else [])
+        state = map_tensors(lambda t: t[flat_rows], state)
+        scores, prev = new_scores, new_words.view(-1)
+        if torch.isinf(scores).all():
+            break
+    model.train(was_training)
+    for b in range(batch):  # sentences that never produced <eos>: keep their best prefix
+        if not finished[b]:
+            k = int(scores[b].argmax())
+            row = b * K + k
+            tokens = prefixes[row].tolist()
+            weights = torch.stack([a[row] for a in attn])[:, : int(src_lengths[b])] if attn else None
+            finished[b].append((length_normalized(float(scores[b, k]), len(tokens), alpha),
+                                float(scores[b, k]), tokens, weights))
+    best = [max(f, key=lambda x: x[0]) for f in finished]
+    decoded = Decoded([x[2] for x in best], [x[1] for x in best], [x[3] for x in best])
+    if return_all:
+        return decoded, [[(x[2], x[1]) for x in sorted(f, key=lambda x: -x[0])] for f in finished]
+    return decoded
+
+
+@torch.no_grad()
+def sequence_log_prob(model, src, src_lengths, tokens: list[list[int]]) -> list[float]:
+    """The model's own score of given outputs: summed log-probabilities of each token list
+    (ending in <eos>), fed word by word. Taught in: 01_seq2seq_bottleneck."""
+    _check_batch(src, src_lengths)
+    if len(tokens) != src.shape[0]:
+        raise ValueError(f"need one token list per source sentence: {len(tokens)} vs {src.shape[0]}")
+    was_training = model.training
+    model.eval()
+    memory, state = model.encode(src, src_lengths)
+    longest = max(len(t) for t in tokens)
+    target = torch.full((len(tokens), longest), PAD_ID, dtype=torch.long, device=src.device)
+    for i, t in enumerate(tokens):
+        target[i, : len(t)] = torch.as_tensor(t, dtype=torch.long)
+    prev = torch.full((len(tokens),), SOS_ID, dtype=torch.long, device=src.device)
+    total = torch.zeros(len(tokens), device=src.device)
+    for i in range(longest):
+        log_probs, state, _ = model.decode_step(prev, state, memory)
+        real = target[:, i] != PAD_ID
+        total += torch.where(real, log_probs.gather(1, target[:, i:i + 1]).squeeze(1), 0.0)
+        prev = target[:, i]
+    model.train(was_training)
+    return total.tolist()
+
+
+def translate(model, data, pairs_or_sources, method: str = "greedy", batch_size: int = 128,
+              device=None, **kwargs) -> list[list[str]]:
+    """Translate sentences (strings, or (source, target) pairs) with ``data``'s vocabularies,
+    in length-sorted batches; returns token lists in the input order.
+    ``method``: 'greedy', 'beam' (``beam_size``, ``alpha``) or 'sample' (``temperature``)."""
+    decoders = {"greedy": greedy_decode, "beam": beam_search, "sample": sample_decode}
+    if method not in decoders:
+        raise ValueError(f"method must be one of {sorted(decoders)}, got {method!r}")
+    device = device or next(model.parameters()).device
+    items = [p if isinstance(p, tuple) else (p, "") for p in pairs_or_sources]
+    encoded = data.with_pairs([(s, t or "x") for s, t in items])
+    results: list[list[str] | None] = [None] * len(items)
+    for batch in encoded.batches(batch_size, shuffle=False, by_length=True):
+        batch = batch.to(device)
+        out = decoders[method](model, batch.src, batch.src_lengths, **kwargs)
+        for i, toks in zip(batch.index.tolist(), out.tokens):
+            results[i] = data.tgt_vocab.decode(toks)
+    return results

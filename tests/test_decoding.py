@@ -1,0 +1,124 @@
+"""Greedy, sampling and beam search on a small trained attention model."""
+
+import pytest
+import torch
+
+from course_utils.data import EOS_ID, TranslationData
+from course_utils.decoding import (beam_search, greedy_decode, sample_decode, sequence_log_prob,
+                                   translate)
+from course_utils.seq2seq import Seq2Seq, Seq2SeqConfig, seq2seq_loss
+from course_utils.training import train
+
+
+@pytest.fixture(scope="module")
+def trained(small_synthetic):
+    """A model that has learned part of the task: it ends its outputs, but makes mistakes
+    (so that beams of different sizes have something to disagree about)."""
+    data = TranslationData.build(small_synthetic.train)
+    torch.manual_seed(0)
+    model = Seq2Seq(Seq2SeqConfig(len(data.src_vocab), len(data.tgt_vocab), emb_size=16,
+                                  hidden_size=32, bidirectional=True, attention="additive",
+                                  attn_size=16, dropout=0.0))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    history = train(model, lambda e: data.batches(32, shuffle=True, seed=e), seq2seq_loss, opt,
+                    max_steps=250, progress=False)
+    assert history.losses[-1] < 0.3 * history.losses[0]  # it learned something
+    model.eval()
+    test = data.with_pairs(small_synthetic.test)
+    return data, model, test.batches(50, by_length=False)[0]
+
+
+def test_beam_of_one_is_greedy(trained):
+    _, model, b = trained
+    greedy = greedy_decode(model, b.src, b.src_lengths)
+    for alpha in (0.0, 1.0):
+        beam = beam_search(model, b.src, b.src_lengths, beam_size=1, alpha=alpha)
+        assert beam.tokens == greedy.tokens
+        assert beam.scores == pytest.approx(greedy.scores, abs=1e-4)
+
+
+def test_larger_beams_never_lower_the_model_score(trained):
+    _, model, b = trained
+    previous = None
+    for k in (1, 2, 4, 8):
+        scores = torch.tensor(beam_search(model, b.src, b.src_lengths, beam_size=k).scores)
+        if previous is not None:
+            assert (scores >= previous - 1e-4).all(), f"beam {k} scored below a smaller beam"
+        previous = scores
+    assert (previous > torch.tensor(greedy_decode(model, b.src, b.src_lengths).scores) + 1e-4).any()
+
+
+def test_reported_scores_are_the_model_log_probabilities(trained):
+    _, model, b = trained
+    for decoded in (greedy_decode(model, b.src, b.src_lengths),
+                    beam_search(model, b.src, b.src_lengths, beam_size=3)):
+        rescored = sequence_log_prob(model, b.src, b.src_lengths, decoded.tokens)
+        assert rescored == pytest.approx(decoded.scores, abs=1e-4)
+        assert all(t[-1] == EOS_ID for t in decoded.tokens)
+
+
+def test_beam_returns_all_finished_hypotheses_best_first(trained):
+    _, model, b = trained
+    best, everything = beam_search(model, b.src[:4], b.src_lengths[:4], beam_size=4, return_all=True)
+    for tokens, hyps in zip(best.tokens, everything):
+        assert hyps[0][0] == tokens
+        scores = [s for _, s in hyps]
+        assert scores == sorted(scores, reverse=True)
+
+
+def test_length_normalisation_picks_the_best_normalised_hypothesis(trained):
+    _, model, b = trained
+    alpha = 1.0
+    best, everything = beam_search(model, b.src, b.src_lengths, beam_size=4, alpha=alpha,
+                                   return_all=True)
+    longer = 0
+    for tokens, hyps in zip(best.tokens, everything):
+        normalised = [s / len(t) ** alpha for t, s in hyps]
+        assert tokens == hyps[max(range(len(hyps)), key=normalised.__getitem__)][0]
+        raw_best = max(hyps, key=lambda h: h[1])[0]
+        assert len(tokens) >= len(raw_best)  # dividing by length favours longer outputs
+        longer += len(tokens) > len(raw_best)
+    assert longer >= 1
+
+
+def test_low_temperature_sampling_is_greedy_and_high_temperature_varies(trained):
+    _, model, b = trained
+    greedy = greedy_decode(model, b.src, b.src_lengths)
+    cold = sample_decode(model, b.src, b.src_lengths, temperature=1e-3,
+                         generator=torch.Generator().manual_seed(0))
+    assert cold.tokens == greedy.tokens
+    hot = [sample_decode(model, b.src, b.src_lengths, temperature=2.0,
+                         generator=torch.Generator().manual_seed(s)).tokens for s in (1, 2)]
+    assert hot[0] != hot[1] and hot[0] != greedy.tokens
+    again = sample_decode(model, b.src, b.src_lengths, temperature=2.0,
+                          generator=torch.Generator().manual_seed(1)).tokens
+    assert again == hot[0]  # seeded: repeatable
+
+
+def test_attention_weights_cover_real_source_positions(trained):
+    _, model, b = trained
+    out = greedy_decode(model, b.src, b.src_lengths)
+    for w, n, toks in zip(out.weights, b.src_lengths.tolist(), out.tokens):
+        assert w.shape == (len(toks), n)
+        torch.testing.assert_close(w.sum(-1), torch.ones(len(toks)))
+
+
+def test_translate_keeps_input_order(trained, small_synthetic):
+    data, model, _ = trained
+    pairs = small_synthetic.test[:20]
+    out = translate(model, data, pairs, batch_size=7)
+    singles = [translate(model, data, [p])[0] for p in pairs[:5]]
+    assert out[:5] == singles
+    assert translate(model, data, [s for s, _ in pairs[:5]]) == singles
+    with pytest.raises(ValueError, match="method must be one of"):
+        translate(model, data, pairs, method="viterbi")
+
+
+def test_bad_inputs(trained):
+    _, model, b = trained
+    with pytest.raises(ValueError, match="beam_size must be a positive int, got 0"):
+        beam_search(model, b.src, b.src_lengths, beam_size=0)
+    with pytest.raises(ValueError, match="temperature must be positive"):
+        sample_decode(model, b.src, b.src_lengths, temperature=0)
+    with pytest.raises(ValueError, match=r"src must be \(batch, src_len\)"):
+        greedy_decode(model, b.src[0], b.src_lengths)
