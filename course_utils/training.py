@@ -39,6 +39,7 @@ class History:
     valid: list[dict] = field(default_factory=list)  # {"step": int, **valid_fn(model)}
     tokens: int = 0  # target tokens seen (batches with a ``num_tokens`` attribute)
     seconds: float = 0.0  # wall time inside train()
+    valid_seconds: float = 0.0  # of which spent in valid_fn
     stopped_by: str = ""  # "steps", "epochs" or "time budget"
 
     @property
@@ -56,8 +57,14 @@ class History:
         return out
 
     @property
+    def train_seconds(self) -> float:
+        """Wall time spent training, validation excluded."""
+        return self.seconds - self.valid_seconds
+
+    @property
     def tokens_per_second(self) -> float:
-        return self.tokens / self.seconds if self.seconds > 0 else float("nan")
+        """Training throughput in target tokens per second (validation excluded)."""
+        return self.tokens / self.train_seconds if self.train_seconds > 0 else float("nan")
 
     def extend(self, other: "History") -> "History":
         """Append a later run (steps continue from this one)."""
@@ -70,6 +77,7 @@ class History:
         self.valid += [{**row, "step": offset + row["step"]} for row in other.valid]
         self.tokens += other.tokens
         self.seconds += other.seconds
+        self.valid_seconds += other.valid_seconds
         self.stopped_by = other.stopped_by
         return self
 
@@ -131,8 +139,10 @@ def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
             return
         was_training = model.training
         model.eval()
+        started = time.perf_counter()
         with torch.no_grad():
             row = {"step": step, **valid_fn(model)}
+        history.valid_seconds += time.perf_counter() - started
         model.train(was_training)
         history.valid.append(row)
         bar.set_postfix({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()})

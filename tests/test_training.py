@@ -79,6 +79,7 @@ def test_epochs_teacher_forcing_schedule_and_validation(one_batch):
     assert history.teacher_forcing == seen
     assert [row["step"] for row in history.valid] == [2, 4, 6]
     assert calls == [False, False, False] and model.training  # eval inside, train after
+    assert 0 < history.valid_seconds < history.seconds
 
 
 def test_callable_batches_are_called_per_epoch(one_batch):
@@ -133,9 +134,9 @@ def test_bad_arguments_and_bad_losses(one_batch):
 
 
 def test_history_smoothing_and_extend():
-    h = History(steps=[1, 2, 3], losses=[3.0, 1.0, 2.0], tokens=10, seconds=2.0)
+    h = History(steps=[1, 2, 3], losses=[3.0, 1.0, 2.0], tokens=10, seconds=3.0, valid_seconds=1.0)
     assert h.smoothed(2) == [3.0, 2.0, 1.5]
-    assert h.tokens_per_second == 5.0
+    assert h.train_seconds == 2.0 and h.tokens_per_second == 5.0  # validation time excluded
     h.extend(History(steps=[1, 2], losses=[1.0, 0.5], valid=[{"step": 2, "x": 1}], tokens=4, seconds=1.0))
     assert h.steps == [1, 2, 3, 4, 5] and h.valid == [{"step": 5, "x": 1}] and h.tokens == 14
 
