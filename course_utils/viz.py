@@ -1,9 +1,10 @@
 """Figures: attention heatmaps with tokens on the axes, grids over layers x heads,
-training curves, scores by source length, and a style readable on a projector.
+training curves, scores by source length, a style readable on a projector, and bertviz's
+head and model views rendered with no internet (d3 and jQuery inlined from vendor/).
 
 Taught in: 01_seq2seq_bottleneck (curves, scores by length), 02_bahdanau_attention
-(heatmaps). Leaves out: interactive views (``course_utils.widgets``) and the offline
-bertviz views (04_transformer).
+(heatmaps), 04_transformer (grids, offline bertviz views). Leaves out: interactive views
+(``course_utils.widgets``).
 """
 
 from __future__ import annotations
@@ -178,3 +179,122 @@ def length_histogram(lengths: Mapping[str, Sequence[int]], ax=None, title: str =
     ax.set_title(title)
     ax.legend()
     return ax
+
+
+# ---- offline bertviz views (04) ----
+# bertviz's head_view / model_view load require.js, d3 and jQuery from a CDN: offline the
+# view stays blank, and JupyterLab has no require.js ("require is not defined"). Here the
+# two libraries are inlined from course_utils/vendor/ (d3 5.7.0, jQuery 2.2.4; licences
+# beside them), evaluated with define/module/exports hidden, and bertviz's script gets
+# them through a stand-in for require/requirejs. The libraries go into the first view of
+# a kernel session only (the page keeps them); later views wait for them. Div ids are
+# numbered per session (bertviz-course-1, -2, ...), so re-executed notebooks match.
+
+_VENDOR = __import__("pathlib").Path(__file__).resolve().parent / "vendor"
+VENDORED_JS = {"d3": "d3-5.7.0.min.js", "jquery": "jquery-2.2.4.min.js"}
+_GLOBAL = "__courseBertviz"  # window.__courseBertviz = {d3, jQuery}
+_bertviz_state = {"views": 0, "libraries_sent": False}
+
+
+def bertviz_libraries_html() -> str:
+    """A <script> that defines ``window.__courseBertviz = {d3, jQuery}`` from the vendored
+    files, without touching the page's own ``$``/``jQuery``/``d3``/AMD loader. Taught in: 04."""
+    d3 = (_VENDOR / VENDORED_JS["d3"]).read_text(encoding="utf-8")
+    jquery = (_VENDOR / VENDORED_JS["jquery"]).read_text(encoding="utf-8")
+    return (
+        "<script type=\"text/javascript\">\n"
+        f"if (!window.{_GLOBAL}) {{ (function () {{\n"
+        "  var define = undefined, module = undefined, exports = undefined;\n"
+        "  var holder = {};\n"
+        f"  (function () {{\n{d3}\n}}).call(holder);  // d3's UMD sets this.d3\n"
+        f"  (function () {{\n{jquery}\n}}).call(window);\n"
+        "  var jq = window.jQuery.noConflict(true);  // give back the page's $ and jQuery\n"
+        f"  window.{_GLOBAL} = {{d3: holder.d3, jQuery: jq}};\n"
+        "})(); }\n</script>\n")
+
+
+def _offline_bertviz_html(bertviz_html: str, include_libraries: bool) -> str:
+    """Rewrite the HTML that bertviz returns (``html_action='return'``) to run offline."""
+    import re
+    html = re.sub(r"<script src=\"https?://[^\"]*\"></script>", "", bertviz_html)
+    _bertviz_state["views"] += 1
+    div_id = f"bertviz-course-{_bertviz_state['views']}"
+    html = re.sub(r"bertviz-[0-9a-f]{32}", div_id, html)
+    head, sep, script = html.partition('<script type="text/javascript">')
+    if not sep or "requirejs(" not in script:
+        raise RuntimeError("this bertviz version returns HTML of an unknown shape; "
+                           "pin bertviz 1.4 or update course_utils.viz")
+    script = script.rsplit("</script>", 1)[0]
+    # drop bertviz's loader configuration (CDN addresses); the stand-in below ignores it
+    script = re.sub(r"require\.config\(\{.*?\}\);", "", script, count=1, flags=re.S)
+    wrapped = (
+        '<script type="text/javascript">\n(function () {\n'
+        "  function start() {\n"
+        f"    var libs = window.{_GLOBAL};\n"
+        "    if (!libs) { setTimeout(start, 50); return; }  // libraries not evaluated yet\n"
+        "    var require = {config: function () {}};  // no loader: nothing to configure\n"
+        "    var requirejs = function (deps, callback) {\n"
+        "      callback.apply(null, deps.map(function (d) { return d === 'd3' ? libs.d3 : libs.jQuery; }));\n"
+        "    };\n"
+        f"{script}\n"
+        "  }\n  start();\n})();\n</script>\n")
+    libs = bertviz_libraries_html() if include_libraries else ""
+    return libs + head + wrapped
+
+
+def _as_layer_list(attention, name):
+    """bertviz wants one (1, heads, q, k) tensor per layer; accept (layers, heads, q, k) too."""
+    if attention is None:
+        return None
+    if torch.is_tensor(attention) or isinstance(attention, np.ndarray):
+        a = torch.as_tensor(attention)
+        if a.dim() != 4:
+            raise ValueError(f"{name} must be (layers, heads, queries, keys) or a list of "
+                             f"(1, heads, queries, keys) per layer, got shape {tuple(a.shape)}")
+        attention = [layer.unsqueeze(0) for layer in a]
+    # round to 3 decimals in float64 so the stored HTML stays small
+    return [torch.round(torch.as_tensor(a).detach().cpu().double(), decimals=3) for a in attention]
+
+
+def _bertviz_view(kind, include_libraries, attention=None, tokens=None, encoder_attention=None,
+                  decoder_attention=None, cross_attention=None, **kwargs):
+    import bertviz  # imported lazily: it takes seconds
+    from IPython.display import HTML
+    if include_libraries is None:
+        include_libraries = not _bertviz_state["libraries_sent"]
+    args = {"attention": _as_layer_list(attention, "attention"), "tokens": tokens,
+            "encoder_attention": _as_layer_list(encoder_attention, "encoder_attention"),
+            "decoder_attention": _as_layer_list(decoder_attention, "decoder_attention"),
+            "cross_attention": _as_layer_list(cross_attention, "cross_attention"), **kwargs}
+    args = {k: v for k, v in args.items() if v is not None}
+    view = getattr(bertviz, kind)(html_action="return", **args)
+    html = _offline_bertviz_html(view.data, include_libraries)
+    if include_libraries:
+        _bertviz_state["libraries_sent"] = True
+    return HTML(html)
+
+
+def head_view(attention=None, tokens=None, *, include_libraries: bool | None = None, **kwargs):
+    """bertviz's head view, rendered with no internet (inlined d3 and jQuery); returns an
+    ``IPython.display.HTML``. Takes bertviz's arguments: ``attention`` (layers, heads, n, n)
+    or a list per layer, with ``tokens``; or ``encoder_attention``, ``decoder_attention``,
+    ``cross_attention`` with ``encoder_tokens``/``decoder_tokens``. The libraries are
+    included in the first view of the session (``include_libraries`` forces it on or off).
+    Taught in: 04_transformer."""
+    return _bertviz_view("head_view", include_libraries, attention, tokens, **kwargs)
+
+
+def model_view(attention=None, tokens=None, *, include_libraries: bool | None = None, **kwargs):
+    """bertviz's model view (every layer x head as a thumbnail), rendered with no internet;
+    arguments as for ``head_view``. Taught in: 04_transformer."""
+    return _bertviz_view("model_view", include_libraries, attention, tokens, **kwargs)
+
+
+def standalone_html(*views, title: str = "attention views") -> str:
+    """A complete HTML page of views made by ``head_view``/``model_view`` (the libraries
+    are added once at the top), for a browser or a file. Taught in: 04_transformer."""
+    body = "".join(getattr(v, "data", v) for v in views)
+    if "window.__courseBertviz = " not in body:
+        body = bertviz_libraries_html() + body
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n"
+            f"<body>\n{body}\n</body></html>\n")

@@ -26,3 +26,13 @@ def small_synthetic():
     """A small, uncached copy of the synthetic task (fast to generate)."""
     from course_utils.data import load_synthetic
     return load_synthetic(num_train=600, num_valid=100, num_test=100, seed=0, cache=False)
+
+
+@pytest.fixture(scope="session")
+def padded_batch(small_synthetic):
+    """(training data, a batch of 8 pairs of mixed lengths, so with real padding)."""
+    from course_utils.data import TranslationData
+    data = TranslationData.build(small_synthetic.train)
+    b = data.batches(8, shuffle=True, by_length=False)[0]
+    assert (b.src_lengths < b.src.shape[1]).any()
+    return data, b

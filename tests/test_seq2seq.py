@@ -3,16 +3,7 @@
 import pytest
 import torch
 
-from course_utils.data import TranslationData
 from course_utils.seq2seq import Encoder, Seq2Seq, Seq2SeqConfig, seq2seq_loss
-
-
-@pytest.fixture(scope="module")
-def batch(small_synthetic):
-    data = TranslationData.build(small_synthetic.train)
-    b = data.batches(8, shuffle=True, by_length=False)[0]  # mixed lengths: real padding
-    assert (b.src_lengths < b.src.shape[1]).any()
-    return data, b
 
 
 def _model(data, **kw):
@@ -44,8 +35,8 @@ def test_one_directional_states_only_know_the_prefix():
 
 
 @pytest.mark.parametrize("attention", [None, "dot", "multiplicative", "additive", "mlp"])
-def test_forward_shapes_and_step_agreement(batch, attention):
-    data, b = batch
+def test_forward_shapes_and_step_agreement(padded_batch, attention):
+    data, b = padded_batch
     model = _model(data, attention=attention, bidirectional=attention is not None)
     logits, weights = model(b.src, b.src_lengths, b.tgt[:, :-1])
     assert logits.shape == (len(b), b.tgt.shape[1] - 1, len(data.tgt_vocab))
@@ -63,8 +54,8 @@ def test_forward_shapes_and_step_agreement(batch, attention):
         torch.testing.assert_close(log_probs, torch.log_softmax(logits[:, i], -1))
 
 
-def test_mean_context_is_the_mean_of_real_states(batch):
-    data, b = batch
+def test_mean_context_is_the_mean_of_real_states(padded_batch):
+    data, b = padded_batch
     model = _model(data, context="mean")
     memory, _ = model.encode(b.src, b.src_lengths)
     outputs, _ = model.encoder(b.src, b.src_lengths)
@@ -72,8 +63,8 @@ def test_mean_context_is_the_mean_of_real_states(batch):
         torch.testing.assert_close(memory["context"][row], outputs[row, :n].mean(0))
 
 
-def test_teacher_forcing_ratio_changes_the_inputs(batch):
-    data, b = batch
+def test_teacher_forcing_ratio_changes_the_inputs(padded_batch):
+    data, b = padded_batch
     model = _model(data)
     full, _ = model(b.src, b.src_lengths, b.tgt[:, :-1], teacher_forcing=1.0)
     torch.manual_seed(0)
@@ -87,8 +78,8 @@ def test_teacher_forcing_ratio_changes_the_inputs(batch):
     torch.testing.assert_close(stepwise, full)
 
 
-def test_loss_ignores_padding_and_starts_near_log_vocab(batch):
-    data, b = batch
+def test_loss_ignores_padding_and_starts_near_log_vocab(padded_batch):
+    data, b = padded_batch
     model = _model(data, attention="additive", bidirectional=True)
     loss = seq2seq_loss(model, b)
     assert abs(loss.item() - torch.log(torch.tensor(float(len(data.tgt_vocab)))).item()) < 1.0

@@ -1,0 +1,177 @@
+"""ConvS2S: GLU, causal convolutions, receptive field, padding, attention, positions,
+agreement of the step-by-step decoder with the parallel forward, bad inputs."""
+
+import pytest
+import torch
+from torch import nn
+
+from course_utils.decoding import beam_search, greedy_decode
+from course_utils.convs2s import ConvS2S, ConvS2SConfig, causal_conv1d, glu, receptive_field
+from course_utils.seq2seq import seq2seq_loss
+
+
+def _model(data, **kw):
+    torch.manual_seed(0)
+    cfg = dict(emb_size=8, hidden_size=12, encoder_layers=2, decoder_layers=2)
+    cfg.update(kw)
+    return ConvS2S(ConvS2SConfig(len(data.src_vocab), len(data.tgt_vocab), **cfg)).eval()
+
+
+def test_glu_matches_torch_and_a_known_answer():
+    x = torch.randn(2, 6, 5)
+    torch.testing.assert_close(glu(x, dim=1), nn.functional.glu(x, dim=1))
+    out = glu(torch.tensor([2.0, 0.0]), dim=0)  # 2 * sigmoid(0) = 1
+    torch.testing.assert_close(out, torch.tensor([1.0]))
+    with pytest.raises(ValueError, match="even size along dim 1, got shape"):
+        glu(torch.randn(2, 5, 3), dim=1)
+
+
+@pytest.mark.parametrize("layers,kernel,expected", [(1, 3, 3), (3, 3, 7), (4, 5, 17), (0, 3, 1)])
+def test_receptive_field_known_answers(layers, kernel, expected):
+    assert receptive_field(layers, kernel) == expected
+
+
+def test_receptive_field_by_gradients():
+    torch.manual_seed(0)
+    convs = [nn.Conv1d(2, 2, 3) for _ in range(3)]
+    x = torch.randn(1, 2, 20, requires_grad=True)
+    y = x
+    for conv in convs:
+        y = causal_conv1d(y, conv)
+    y[0, :, 12].sum().backward()
+    seen = (x.grad[0].abs().sum(0) > 0).nonzero().flatten().tolist()
+    assert seen == list(range(12 - receptive_field(3, 3) + 1, 13))  # 6..12: 7 inputs, none after 12
+
+
+def test_causal_conv_never_sees_the_future():
+    torch.manual_seed(0)
+    conv = nn.Conv1d(3, 4, 5)
+    x = torch.randn(2, 3, 9, requires_grad=True)
+    y = causal_conv1d(x, conv)
+    assert y.shape == (2, 4, 9)
+    for i in range(9):
+        (grad,) = torch.autograd.grad(y[:, :, i].sum(), x, retain_graph=True)
+        assert (grad[:, :, i + 1:] == 0).all()
+        assert (grad[:, :, i].abs() > 0).any()
+    with pytest.raises(ValueError, match="batch, channels, time"):
+        causal_conv1d(torch.randn(3, 9), conv)
+
+
+def test_decoder_output_i_depends_only_on_inputs_up_to_i(padded_batch):
+    data, b = padded_batch
+    model = _model(data)
+    memory, _ = model.encode(b.src, b.src_lengths)
+    tgt = b.tgt[:, :-1]
+    logits, _ = model.run_decoder(tgt, memory)
+    changed = tgt.clone()
+    changed[:, 4] = (changed[:, 4] + 1) % len(data.tgt_vocab)
+    other, _ = model.run_decoder(changed, memory)
+    torch.testing.assert_close(logits[:, :4], other[:, :4])
+    assert not torch.allclose(logits[:, 4], other[:, 4])
+
+
+def test_encoder_ignores_padding(padded_batch):
+    data, b = padded_batch
+    model = _model(data)
+    z, ze, mask = model.run_encoder(b.src, b.src_lengths)
+    for row, n in enumerate(b.src_lengths.tolist()):
+        alone, alone_ze, _ = model.run_encoder(b.src[row:row + 1, :n], b.src_lengths[row:row + 1])
+        torch.testing.assert_close(z[row, :n], alone[0])
+        torch.testing.assert_close(ze[row, :n], alone_ze[0])
+        assert (z[row, n:] == 0).all() and (ze[row, n:] == 0).all()
+        assert mask[row].sum() == n
+
+
+def test_attention_weights_mask_padding_and_sum_to_one(padded_batch):
+    data, b = padded_batch
+    model = _model(data, decoder_layers=3)
+    logits, weights = model(b.src, b.src_lengths, b.tgt[:, :-1])
+    T, S = b.tgt.shape[1] - 1, b.src.shape[1]
+    assert logits.shape == (len(b), T, len(data.tgt_vocab))
+    assert weights.shape == (len(b), 3, T, S)
+    pad = torch.arange(S)[None, None, None, :] >= b.src_lengths[:, None, None, None]
+    assert (weights.masked_select(pad) == 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(len(b), 3, T))
+
+
+def test_attention_output_is_weighted_sum_of_z_plus_e(padded_batch):
+    data, b = padded_batch
+    model = _model(data)
+    z, ze, _ = model.run_encoder(b.src, b.src_lengths)
+    e = model.src_embedding(b.src) + model.src_position(torch.arange(b.src.shape[1]))
+    mask = b.src != 0
+    torch.testing.assert_close(ze, (z + e) * mask.unsqueeze(-1))
+
+
+def test_decode_step_agrees_with_parallel_forward(padded_batch):
+    data, b = padded_batch
+    model = _model(data)
+    logits, weights = model(b.src, b.src_lengths, b.tgt[:, :-1])
+    memory, state = model.encode(b.src, b.src_lengths)
+    assert b.tgt.shape[1] - 1 > receptive_field(2, 3)  # the step crops the prefix to 5 words
+    for i in range(b.tgt.shape[1] - 1):
+        log_probs, state, w = model.decode_step(b.tgt[:, i], state, memory)
+        assert state.shape == (len(b), i + 1)
+        torch.testing.assert_close(log_probs, torch.log_softmax(logits[:, i], -1))
+        torch.testing.assert_close(w, weights[:, -1, i])
+
+
+def test_works_with_the_shared_decoders(padded_batch):
+    data, b = padded_batch
+    model = _model(data)
+    greedy = greedy_decode(model, b.src, b.src_lengths, max_len=6)
+    beam = beam_search(model, b.src, b.src_lengths, beam_size=1, max_len=6)
+    assert greedy.tokens == beam.tokens
+    assert all(w.shape == (len(t), int(n)) for w, t, n in zip(greedy.weights, greedy.tokens, b.src_lengths))
+    wide = beam_search(model, b.src, b.src_lengths, beam_size=3, max_len=6)
+    assert len(wide.tokens) == len(b)
+
+
+def test_without_positions_a_width_one_encoder_is_permutation_equivariant():
+    torch.manual_seed(0)
+    model = ConvS2S(ConvS2SConfig(30, 30, emb_size=8, hidden_size=8, kernel_size=1, positions=False)).eval()
+    src = torch.tensor([[5, 9, 7, 12, 3]])
+    perm = torch.tensor([3, 0, 4, 1, 2])
+    z, ze, _ = model.run_encoder(src, torch.tensor([5]))
+    zp, zep, _ = model.run_encoder(src[:, perm], torch.tensor([5]))
+    torch.testing.assert_close(zp, z[:, perm])
+    # so every attention output, a weighted sum over the source, cannot see word order
+    tgt = torch.tensor([[1, 6, 8]])
+    a, _ = model(src, torch.tensor([5]), tgt)
+    bb, _ = model(src[:, perm], torch.tensor([5]), tgt)
+    torch.testing.assert_close(a, bb)
+    with_pos = ConvS2S(ConvS2SConfig(30, 30, emb_size=8, hidden_size=8, kernel_size=1)).eval()
+    a, _ = with_pos(src, torch.tensor([5]), tgt)
+    bb, _ = with_pos(src[:, perm], torch.tensor([5]), tgt)
+    assert not torch.allclose(a, bb)
+
+
+def test_loss_starts_near_log_vocab_and_training_step_lowers_it(padded_batch):
+    data, b = padded_batch
+    model = _model(data).train()
+    loss = seq2seq_loss(model, b)
+    assert abs(loss.item() - torch.log(torch.tensor(float(len(data.tgt_vocab)))).item()) < 1.0
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(5):
+        opt.zero_grad()
+        seq2seq_loss(model, b).backward()
+        opt.step()
+    assert seq2seq_loss(model, b).item() < loss.item()
+
+
+def test_bad_inputs(padded_batch):
+    data, b = padded_batch
+    with pytest.raises(ValueError, match="kernel_size must be a positive odd int, got 4"):
+        ConvS2SConfig(10, 10, kernel_size=4)
+    with pytest.raises(ValueError, match="encoder_layers must be a positive int, got 0"):
+        ConvS2SConfig(10, 10, encoder_layers=0)
+    with pytest.raises(ValueError, match="num_layers must be a non-negative int"):
+        receptive_field(-1, 3)
+    model = _model(data, max_positions=4)
+    with pytest.raises(ValueError, match="longer than max_positions=4"):
+        model.encode(b.src, b.src_lengths)
+    model = _model(data)
+    with pytest.raises(ValueError, match="teacher forcing 1.0 only, got 0.5"):
+        model(b.src, b.src_lengths, b.tgt[:, :-1], teacher_forcing=0.5)
+    with pytest.raises(ValueError, match=r"src must be \(batch, src_len\)"):
+        model.encode(b.src[0], b.src_lengths)

@@ -1,0 +1,254 @@
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from course_utils.attention import (MultiHeadAttention, causal_mask, masked_softmax, padding_mask,
+                                    scaled_dot_product_attention)
+from course_utils.decoding import beam_search, greedy_decode
+from course_utils.transformer import (DecoderLayer, EncoderLayer, Transformer, TransformerConfig,
+                                      noam_lr, transformer_loss, warmup_scheduler)
+
+# ---------------------------------------------------------------- scaled dot-product attention
+
+
+def test_worked_example_from_the_slides():
+    # q1.k1 = 112, q1.k2 = 96, d_k = 64: divide by 8 -> 14, 12; softmax -> 0.88, 0.12
+    scores = torch.tensor([112.0, 96.0]) / math.sqrt(64)
+    torch.testing.assert_close(scores, torch.tensor([14.0, 12.0]))
+    weights = torch.softmax(scores, dim=-1)
+    assert [round(w, 2) for w in weights.tolist()] == [0.88, 0.12]
+    q = torch.zeros(1, 64)
+    q[0, 0] = 1.0
+    k = torch.zeros(2, 64)
+    k[:, 0] = torch.tensor([112.0, 96.0])
+    _, w = scaled_dot_product_attention(q, k, torch.eye(2, 64))
+    torch.testing.assert_close(w[0], weights)
+
+
+def test_sdpa_matches_torch_functional():
+    q, k, v = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 4)
+    mask = torch.rand(2, 1, 5, 7) > 0.3
+    mask[..., 0] = True
+    out, _ = scaled_dot_product_attention(q, k, v, mask)
+    torch.testing.assert_close(out, nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+
+
+# ---------------------------------------------------------------- multi-head attention vs torch
+
+
+def _pair(d=16, h=4):
+    theirs = nn.MultiheadAttention(d, h, batch_first=True).eval()
+    ours = MultiHeadAttention(d, h).copy_from_torch(theirs).eval()
+    return ours, theirs
+
+
+def test_multihead_matches_torch_without_mask():
+    ours, theirs = _pair()
+    q, kv = torch.randn(3, 5, 16), torch.randn(3, 7, 16)
+    out, w = ours(q, kv, kv)
+    ref, ref_w = theirs(q, kv, kv, average_attn_weights=False)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(w, ref_w)
+
+
+def test_multihead_matches_torch_with_padding_and_causal_masks():
+    ours, theirs = _pair()
+    x = torch.randn(3, 6, 16)
+    lengths = torch.tensor([6, 4, 2])
+    keep = padding_mask(lengths, 6)  # (batch, n) True = real
+    out, w = ours(x, x, x, keep.unsqueeze(1))
+    ref, ref_w = theirs(x, x, x, key_padding_mask=~keep, average_attn_weights=False)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(w, ref_w)
+    causal = causal_mask(6)
+    out, _ = ours(x, x, x, causal)
+    ref, _ = theirs(x, x, x, attn_mask=~causal)
+    torch.testing.assert_close(out, ref)
+    out, _ = ours(x, x, x, causal & keep[:, None, :])
+    ref, _ = theirs(x, x, x, attn_mask=~causal, key_padding_mask=~keep)
+    torch.testing.assert_close(out, ref)
+
+
+# ---------------------------------------------------------------- masks: no leaks, no NaN
+
+
+def test_causal_attention_leaks_nothing_from_the_future():
+    mha = MultiHeadAttention(16, 4)
+    x = torch.randn(2, 6, 16, requires_grad=True)
+    out, _ = mha(x, x, x, causal_mask(6))
+    for i in range(6):
+        (grad,) = torch.autograd.grad(out[:, i].sum(), x, retain_graph=True)
+        assert grad[:, i + 1:].abs().sum() == 0.0, f"output {i} depends on a later input"
+        assert grad[:, : i + 1].abs().sum() > 0
+
+
+def test_fully_masked_rows_give_zeros_not_nan():
+    scores = torch.randn(2, 3, 4, requires_grad=True)
+    mask = torch.ones(2, 3, 4, dtype=torch.bool)
+    mask[1, 2] = False
+    w = masked_softmax(scores, mask)
+    w.sum().backward()
+    assert torch.isfinite(w).all() and torch.isfinite(scores.grad).all()
+    assert w[1, 2].abs().sum() == 0
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 3, 8)
+    out, weights = mha(x, x, x, torch.zeros(2, 1, 3, dtype=torch.bool))
+    assert torch.isfinite(out).all() and weights.abs().sum() == 0
+
+
+def test_self_attention_is_permutation_equivariant():
+    mha = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 7, 16)
+    perm = torch.randperm(7)
+    out, w = mha(x, x, x)
+    out_p, w_p = mha(x[:, perm], x[:, perm], x[:, perm])
+    torch.testing.assert_close(out_p, out[:, perm])
+    torch.testing.assert_close(w_p, w[:, :, perm][..., perm])
+    layer = EncoderLayer(16, 4, 32).eval()
+    torch.testing.assert_close(layer(x[:, perm])[0], layer(x)[0][:, perm])
+
+
+# ---------------------------------------------------------------- layers vs torch
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+def test_encoder_layer_matches_torch(norm_first):
+    theirs = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True, norm_first=norm_first)
+    ours = EncoderLayer(16, 4, 32, norm_first=norm_first).copy_from_torch(theirs)
+    x = torch.randn(3, 6, 16)
+    keep = padding_mask(torch.tensor([6, 5, 3]), 6)
+    for mode in ("train", "eval"):  # eval takes torch's fused fast path
+        theirs.train(mode == "train")
+        ours.train(mode == "train")
+        ref = theirs(x, src_key_padding_mask=~keep)
+        out, _ = ours(x, keep.unsqueeze(1))
+        torch.testing.assert_close(out[keep], ref[keep])
+        torch.testing.assert_close(ours(x)[0], theirs(x))
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+def test_decoder_layer_matches_torch(norm_first):
+    theirs = nn.TransformerDecoderLayer(16, 4, 32, dropout=0.0, batch_first=True, norm_first=norm_first)
+    ours = DecoderLayer(16, 4, 32, norm_first=norm_first).copy_from_torch(theirs)
+    y, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    keep = padding_mask(torch.tensor([7, 4]), 7)
+    ref = theirs(y, memory, tgt_mask=~causal_mask(5), memory_key_padding_mask=~keep)
+    out, _, _ = ours(y, memory, causal_mask(5), keep.unsqueeze(1))
+    torch.testing.assert_close(out, ref)
+
+
+# ---------------------------------------------------------------- the encoder-decoder
+
+
+def _tiny(**kw):
+    return Transformer(TransformerConfig(12, 12, d_model=16, num_heads=2, num_encoder_layers=1,
+                                         num_decoder_layers=1, d_ff=32, dropout=0.0, **kw))
+
+
+def test_decoder_does_not_see_later_target_words():
+    model = _tiny().eval()
+    src, lengths = torch.randint(4, 12, (2, 5)), torch.tensor([5, 3])
+    tgt = torch.randint(4, 12, (2, 6))
+    logits = model(src, lengths, tgt)
+    changed = tgt.clone()
+    changed[:, 4:] = 5
+    torch.testing.assert_close(model(src, lengths, changed)[:, :4], logits[:, :4])
+
+
+def test_padding_does_not_change_the_output():
+    model = _tiny().eval()
+    src, tgt = torch.randint(4, 12, (1, 4)), torch.randint(4, 12, (1, 5))
+    padded = torch.cat([src, torch.zeros(1, 3, dtype=torch.long)], 1)
+    torch.testing.assert_close(model(padded, torch.tensor([4]), tgt), model(src, torch.tensor([4]), tgt))
+
+
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-LN", "post-LN"])
+def test_decode_step_agrees_with_the_teacher_forced_pass(norm_first):
+    model = _tiny(norm_first=norm_first).eval()
+    src, lengths = torch.randint(4, 12, (3, 6)), torch.tensor([6, 5, 2])
+    tgt = torch.randint(4, 12, (3, 4))
+    full = torch.log_softmax(model(src, lengths, tgt), -1)
+    memory, state = model.encode(src, lengths)
+    for i in range(4):
+        log_probs, state, w = model.decode_step(tgt[:, i], state, memory)
+        torch.testing.assert_close(log_probs, full[:, i])
+        assert state["tokens"].shape == (3, i + 1) and w.shape == (3, 6)
+        torch.testing.assert_close(w.sum(-1), torch.ones(3))
+        assert w[2, 2:].abs().sum() == 0  # padded source positions get no weight
+    maps = model.attention_maps(src, lengths, tgt)
+    assert maps["encoder"].shape == (3, 1, 2, 6, 6) and maps["cross"].shape == (3, 1, 2, 4, 6)
+    assert maps["decoder"][0, 0, 0].triu(1).abs().sum() == 0
+
+
+def test_overfits_a_tiny_batch_and_decodes_it():
+    torch.manual_seed(0)
+    model = _tiny()
+    src = torch.tensor([[4, 5, 6, 2], [7, 8, 2, 0]])
+    lengths = torch.tensor([4, 3])
+    tgt = torch.tensor([[1, 6, 5, 4, 2], [1, 8, 7, 2, 0]])
+    batch = type("B", (), {"src": src, "src_lengths": lengths, "tgt": tgt})()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(150):
+        opt.zero_grad()
+        loss = transformer_loss(model, batch)
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05
+    assert greedy_decode(model, src, lengths).tokens == [[6, 5, 4, 2], [8, 7, 2]]
+    assert beam_search(model, src, lengths, beam_size=3).tokens == [[6, 5, 4, 2], [8, 7, 2]]
+
+
+def test_norm_and_positional_variants_run():
+    for kw in ({"norm": "batch"}, {"positional": "learned"}, {"positional": "none"}, {"norm_first": False}):
+        model = _tiny(**kw)
+        out = model(torch.randint(4, 12, (2, 3)), torch.tensor([3, 2]), torch.randint(4, 12, (2, 4)))
+        assert out.shape == (2, 4, 12) and torch.isfinite(out).all()
+
+
+# ---------------------------------------------------------------- the warm-up schedule
+
+
+def test_noam_schedule_and_its_scheduler_form():
+    d, warmup = 512, 4000
+    assert noam_lr(1, d, warmup) == pytest.approx(d ** -0.5 * warmup ** -1.5)
+    peak = noam_lr(warmup, d, warmup)
+    assert peak == pytest.approx(d ** -0.5 * warmup ** -0.5)
+    assert noam_lr(warmup - 1, d, warmup) < peak and noam_lr(warmup + 1, d, warmup) < peak
+    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=peak)
+    sched = warmup_scheduler(opt, warmup)
+    lrs = []
+    for _ in range(6000):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    for step in (1, 100, 3999, 4000, 5999):
+        assert lrs[step - 1] == pytest.approx(noam_lr(step, d, warmup), rel=1e-9)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="divisible"):
+        TransformerConfig(10, 10, d_model=30, num_heads=4)
+    with pytest.raises(ValueError, match="norm must be"):
+        TransformerConfig(10, 10, norm="group")
+    with pytest.raises(ValueError, match="step and warmup must be >= 1"):
+        noam_lr(0, 512, 4000)
+    with pytest.raises(ValueError, match=r"src must be \(batch, src_len\)"):
+        _tiny()(torch.zeros(3, dtype=torch.long), torch.tensor([3]), torch.zeros(1, 2, dtype=torch.long))
+
+
+def test_warmup_scheduler_without_warmup_and_with_cooldown():
+    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = warmup_scheduler(opt, 0, decay_after=4, total_steps=10, cooldown=4)
+    lrs = []
+    for _ in range(10):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    # full rate from step 1, 1/sqrt decay after step 4, linear fall towards 0 over the last 4
+    expected = [1, 1, 1, 1, math.sqrt(4 / 5), math.sqrt(4 / 6), math.sqrt(4 / 7),
+                math.sqrt(4 / 8) * 0.75, math.sqrt(4 / 9) * 0.5, math.sqrt(4 / 10) * 0.25]
+    assert lrs == pytest.approx(expected)
+    with pytest.raises(ValueError, match="cooldown needs total_steps"):
+        warmup_scheduler(opt, 10, cooldown=5)
