@@ -225,3 +225,16 @@ def translate(model, data, pairs_or_sources, method: str = "greedy", batch_size:
         for i, toks in zip(batch.index.tolist(), out.tokens):
             results[i] = data.tgt_vocab.decode(toks)
     return results
+
+
+def score_translations(model, data, pairs, method: str = "greedy", batch_size: int = 128,
+                       **kwargs) -> dict:
+    """Translate (source, reference) ``pairs`` and score them against the references:
+    ``{'hypotheses', 'bleu', 'exact_match', 'by_length'}`` (rows of
+    ``metrics.scores_by_length``). Taught in: 01_seq2seq_bottleneck (written out there)."""
+    from course_utils.data import tokenize
+    from course_utils.metrics import bleu, exact_match, scores_by_length
+    hyps = translate(model, data, pairs, method=method, batch_size=batch_size, **kwargs)
+    refs = [tokenize(t) for _, t in pairs]
+    return {"hypotheses": hyps, "bleu": bleu(hyps, refs), "exact_match": exact_match(hyps, refs),
+            "by_length": scores_by_length([len(tokenize(s)) for s, _ in pairs], hyps, refs)}

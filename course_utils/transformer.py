@@ -413,15 +413,3 @@ def fit(model: Transformer, data, recipe: TransformerTraining, max_steps: int | 
                  lambda m, batch: transformer_loss(m, batch, recipe.label_smoothing), optimizer,
                  scheduler=scheduler, max_steps=max_steps, device=device,
                  progress=progress, desc=desc)
-
-
-def score_translations(model, data, pairs, method: str = "greedy", **kwargs) -> dict:
-    """Translate ``pairs`` and score them: {'hypotheses', 'bleu', 'exact_match', 'by_length'}
-    (rows of ``metrics.scores_by_length``). Taught in: 04_transformer."""
-    from course_utils.data import tokenize
-    from course_utils.decoding import translate
-    from course_utils.metrics import bleu, exact_match, scores_by_length
-    hyps = translate(model, data, pairs, method=method, **kwargs)
-    refs = [tokenize(t) for _, t in pairs]
-    return {"hypotheses": hyps, "bleu": bleu(hyps, refs), "exact_match": exact_match(hyps, refs),
-            "by_length": scores_by_length([len(tokenize(s)) for s, _ in pairs], hyps, refs)}

@@ -122,3 +122,17 @@ def test_bad_inputs(trained):
         sample_decode(model, b.src, b.src_lengths, temperature=0)
     with pytest.raises(ValueError, match=r"src must be \(batch, src_len\)"):
         greedy_decode(model, b.src[0], b.src_lengths)
+
+
+def test_score_translations_matches_translate_and_the_metrics(trained, small_synthetic):
+    from course_utils.decoding import score_translations
+    from course_utils.metrics import bleu, exact_match, scores_by_length
+    data, model, _ = trained
+    pairs = small_synthetic.test[:40]
+    scored = score_translations(model, data, pairs, batch_size=16)
+    hyps = translate(model, data, pairs)
+    refs = [t.split() for _, t in pairs]
+    assert scored["hypotheses"] == hyps
+    assert scored["bleu"] == pytest.approx(bleu(hyps, refs))
+    assert scored["exact_match"] == pytest.approx(exact_match(hyps, refs))
+    assert scored["by_length"] == scores_by_length([len(s.split()) for s, _ in pairs], hyps, refs)
