@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from course_utils.attention import masked_softmax, padding_mask
-from course_utils.data import PAD_ID
+from course_utils.data import PAD_ID, check_src_batch
 
 
 @dataclass
@@ -139,9 +139,7 @@ class ConvS2S(nn.Module):
     def run_encoder(self, src, src_lengths):
         """z (batch, S, E), z + e (batch, S, E) and the source mask (batch, S), all zero at
         padded positions."""
-        if src.dim() != 2 or src_lengths.dim() != 1 or src.shape[0] != src_lengths.shape[0]:
-            raise ValueError(f"src must be (batch, src_len) and src_lengths (batch,), got "
-                             f"{tuple(src.shape)} and {tuple(src_lengths.shape)}")
+        check_src_batch(src, src_lengths)
         mask = padding_mask(src_lengths, src.shape[1]).to(src.device)  # (batch, S)
         keep = mask.unsqueeze(1).to(torch.get_default_dtype())           # (batch, 1, S)
         e = self._embed(src, self.src_embedding, self.src_position)     # (batch, S, E)

@@ -275,6 +275,13 @@ class TranslationData:
         return [self.batch(c) for c in chunks]
 
 
+def check_src_batch(src: torch.Tensor, src_lengths: torch.Tensor) -> None:
+    """Raise a clear error unless ``src`` is (batch, src_len) and ``src_lengths`` (batch,)."""
+    if src.dim() != 2 or src_lengths.dim() != 1 or src.shape[0] != src_lengths.shape[0]:
+        raise ValueError(f"src must be (batch, src_len) and src_lengths (batch,), got "
+                         f"{tuple(src.shape)} and {tuple(src_lengths.shape)}")
+
+
 DEFAULT_BUCKET_EDGES = (0, 10, 20, 30)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from course_utils.data import EOS_ID, PAD_ID, SOS_ID
+from course_utils.data import EOS_ID, PAD_ID, SOS_ID, check_src_batch
 
 
 def map_tensors(fn, tree):
@@ -35,15 +35,9 @@ class Decoded:
     weights: list[torch.Tensor | None]  # per sentence: (output_len, src_len) or None
 
 
-def _check_batch(src, src_lengths):
-    if src.dim() != 2 or src_lengths.dim() != 1 or src.shape[0] != src_lengths.shape[0]:
-        raise ValueError(f"src must be (batch, src_len) and src_lengths (batch,), got "
-                         f"{tuple(src.shape)} and {tuple(src_lengths.shape)}")
-
-
 @torch.no_grad()
 def _sample_or_greedy(model, src, src_lengths, max_len, temperature, generator):
-    _check_batch(src, src_lengths)
+    check_src_batch(src, src_lengths)
     was_training = model.training
     model.eval()
     memory, state = model.encode(src, src_lengths)
@@ -110,7 +104,7 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
     With ``beam_size=1`` this is greedy decoding. Returns ``Decoded`` (and, with
     ``return_all``, every finished hypothesis per sentence as (tokens, score) lists).
     """
-    _check_batch(src, src_lengths)
+    check_src_batch(src, src_lengths)
     if not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
     was_training = model.training
@@ -186,7 +180,7 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
 def sequence_log_prob(model, src, src_lengths, tokens: list[list[int]]) -> list[float]:
     """The model's own score of given outputs: summed log-probabilities of each token list
     (ending in <eos>), fed word by word. Taught in: 01_seq2seq_bottleneck."""
-    _check_batch(src, src_lengths)
+    check_src_batch(src, src_lengths)
     if len(tokens) != src.shape[0]:
         raise ValueError(f"need one token list per source sentence: {len(tokens)} vs {src.shape[0]}")
     was_training = model.training

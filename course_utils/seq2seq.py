@@ -171,7 +171,14 @@ class Seq2Seq(nn.Module):
         return self.out(self.dropout(torch.cat([outputs, context, emb], -1)))
 
 
+def next_word_loss(logits, tgt, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Mean cross-entropy of logits (batch, T, vocab) for the next words ``tgt[:, 1:]`` of
+    ``tgt`` (batch, T + 1), over real (non-padded) positions."""
+    return nn.functional.cross_entropy(logits.transpose(1, 2), tgt[:, 1:], ignore_index=PAD_ID,
+                                       label_smoothing=label_smoothing)
+
+
 def seq2seq_loss(model, batch, teacher_forcing: float = 1.0) -> torch.Tensor:
     """Mean cross-entropy of the next target word over real (non-padded) positions."""
     logits, _ = model(batch.src, batch.src_lengths, batch.tgt[:, :-1], teacher_forcing)
-    return nn.functional.cross_entropy(logits.transpose(1, 2), batch.tgt[:, 1:], ignore_index=PAD_ID)
+    return next_word_loss(logits, batch.tgt)

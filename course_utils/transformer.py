@@ -25,10 +25,11 @@ import torch
 from torch import nn
 
 from course_utils.attention import MultiHeadAttention, causal_mask, padding_mask
-from course_utils.data import PAD_ID
+from course_utils.data import PAD_ID, check_src_batch
 from course_utils.norms import make_norm
 from course_utils.positional import make_positional
 from course_utils.runtime import pick
+from course_utils.seq2seq import next_word_loss
 
 
 @dataclass
@@ -272,9 +273,7 @@ class Transformer(nn.Module):
     def run_encoder(self, src, src_lengths):
         """Encoder states (batch, s, d), the source mask (batch, s) and every layer's
         self-attention weights (list of (batch, heads, s, s))."""
-        if src.dim() != 2 or src_lengths.shape != src.shape[:1]:
-            raise ValueError(f"src must be (batch, src_len) and src_lengths (batch,), got "
-                             f"{tuple(src.shape)} and {tuple(src_lengths.shape)}")
+        check_src_batch(src, src_lengths)
         src_mask = padding_mask(src_lengths, src.shape[1]).to(src.device)  # (batch, s)
         x, weights = self._embed(src, self.src_embedding, self.src_position), []
         for layer in self.encoder_layers:
@@ -346,8 +345,7 @@ def transformer_loss(model, batch, label_smoothing: float = 0.0) -> torch.Tensor
     """Mean cross-entropy of the next target word over real positions (teacher forcing).
     Taught in: 04_transformer."""
     logits = model(batch.src, batch.src_lengths, batch.tgt[:, :-1])
-    return nn.functional.cross_entropy(logits.transpose(1, 2), batch.tgt[:, 1:],
-                                       ignore_index=PAD_ID, label_smoothing=label_smoothing)
+    return next_word_loss(logits, batch.tgt, label_smoothing)
 
 
 # --------------------------------------------------------------------------------------
