@@ -68,6 +68,18 @@ data: $(STAMP)
 	$(PY) scripts/build_es_en_corpus.py
 	$(PY) scripts/build_english_text.py
 
+# Home assignments (README: "For lecturers: assignments").
+# `make assignments`: student versions of assignments/source/ into assignments/release/
+# (never overwrites a release file changed by hand unless FORCE=1).
+# `make grade SUBMISSION=path/to/notebook.ipynb`: points per question, offline, on CPU.
+.PHONY: assignments grade
+assignments: $(STAMP)
+	$(PY) scripts/assignments.py release $(if $(filter 1 yes true,$(FORCE)),--force,)
+
+grade: $(STAMP)
+	@if [ -z "$(SUBMISSION)" ]; then echo "usage: make grade SUBMISSION=path/to/notebook.ipynb" >&2; exit 2; fi
+	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) scripts/assignments.py grade "$(SUBMISSION)"
+
 clean:
 	rm -rf build .pytest_cache checkpoints notebooks/checkpoints
 	find . -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,431 @@
+"""Home assignments: write the student versions and grade a submission, offline.
+
+Usage:
+    python scripts/assignments.py release [--force]          # what `make assignments` runs
+    python scripts/assignments.py grade SUBMISSION.ipynb     # what `make grade` runs
+
+Each assignment is one nbgrader *source* notebook, ``assignments/source/<name>/<name>.ipynb``,
+whose cells carry nbgrader metadata (``grade``, ``solution``, ``locked``, ``grade_id``,
+``points``): answer cells hold the solution between ``### BEGIN SOLUTION`` and ``### END
+SOLUTION``; test cells hold visible ``assert``s and, between ``### BEGIN HIDDEN TESTS`` and
+``### END HIDDEN TESTS``, the hidden ones. The notebooks therefore also work in a full
+nbgrader course (``nbgrader generate_assignment`` / ``autograde``).
+
+``release`` runs nbgrader's own preprocessors (ClearSolutions, ClearHiddenTests,
+ClearOutput, LockCells, ComputeChecksums), which need no course directory or database,
+and writes ``assignments/release/<name>/<name>.ipynb``. ``assignments/release/MANIFEST.sha256``
+records what it wrote; a release file that differs from it (a student or a lecturer edited
+it) is never overwritten: the command names the file and stops, unless ``--force``.
+
+``grade`` trusts nothing of the submission but its answer cells: it takes the source
+notebook (hidden tests included), puts the student's answer cells into it by
+``grade_id``, sets ``skip_training = True`` (the model is loaded from a checkpoint instead
+of trained: ``<checkpoint>.pt`` beside the submission if the student handed one in, else
+the reference one shipped in ``assignments/source/<name>/``), runs it offline with nbclient
+(fast profile, one CPU thread) and counts points as nbgrader does: a test cell that
+raises (or writes to stderr) scores 0, one that runs scores its points.
+
+Leaves out: the nbgrader gradebook database, late penalties, manual grading, feedback
+HTML (use a full nbgrader course for those; the notebooks are compatible).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = ROOT / "assignments" / "source"
+RELEASE = ROOT / "assignments" / "release"
+MANIFEST = "MANIFEST.sha256"
+SKIP_TRAINING_ID = "skip_training"  # grade_id of the cell that holds the flag
+GRADING_ENV = {"COURSE_PROFILE": "fast", "COURSE_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE",
+               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONHASHSEED": "0"}
+
+
+class AssignmentError(Exception):
+    """Bad input to ``release`` or ``grade``: the message says what was expected."""
+
+
+# --------------------------------------------------------------------------------------
+# Source notebooks
+# --------------------------------------------------------------------------------------
+
+def nbgrader_meta(cell) -> dict:
+    """The cell's nbgrader metadata ({} for an ordinary cell)."""
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def grade_id(cell) -> str | None:
+    """The cell's nbgrader ``grade_id``, or None."""
+    return nbgrader_meta(cell).get("grade_id")
+
+
+def is_test_cell(cell) -> bool:
+    """An autograder test cell (graded, not an answer)."""
+    meta = nbgrader_meta(cell)
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+def is_answer_cell(cell) -> bool:
+    """A cell the student writes (nbgrader ``solution``)."""
+    return bool(nbgrader_meta(cell).get("solution"))
+
+
+def source_notebooks(source_dir: Path = SOURCE) -> dict[str, Path]:
+    """Assignment name -> its source notebook ``<source_dir>/<name>/<name>.ipynb``."""
+    found = {p.parent.name: p for p in sorted(Path(source_dir).glob("*/*.ipynb"))
+             if p.stem == p.parent.name}
+    if not found:
+        raise AssignmentError(f"no assignment found: expected {source_dir}/<name>/<name>.ipynb")
+    return found
+
+
+def checkpoints(source_dir: Path, name: str) -> list[Path]:
+    """The reference checkpoints (``*.pt``) shipped beside a source notebook."""
+    return sorted((Path(source_dir) / name).glob("*.pt"))
+
+
+def points(nb) -> dict[str, float]:
+    """grade_id -> points of every test cell, in notebook order."""
+    return {grade_id(c): float(nbgrader_meta(c)["points"]) for c in nb.cells if is_test_cell(c)}
+
+
+# --------------------------------------------------------------------------------------
+# Release: the student version, made by nbgrader's own preprocessors
+# --------------------------------------------------------------------------------------
+
+def student_version(nb):
+    """A copy of source notebook ``nb`` with solutions replaced by stubs (``raise
+    NotImplementedError()``), hidden tests removed, outputs cleared, test and read-only
+    cells locked and nbgrader checksums recorded."""
+    from nbgrader.preprocessors import (ClearHiddenTests, ClearOutput, ClearSolutions,
+                                        ComputeChecksums, LockCells)
+    nb = copy.deepcopy(nb)
+    resources: dict = {}
+    for pre in (ClearSolutions(enforce_metadata=True), ClearHiddenTests(enforce_metadata=True),
+                ClearOutput(), LockCells(), ComputeChecksums()):
+        nb, resources = pre.preprocess(nb, resources)
+    return nb
+
+
+def render(nb) -> bytes:
+    """The bytes of a notebook file (stable: the same notebook gives the same bytes)."""
+    return (nbformat.writes(nb) + "\n").encode("utf-8")
+
+
+def release_files(source_dir: Path = SOURCE) -> dict[str, bytes]:
+    """Relative path under the release folder -> content, for every assignment."""
+    files = {}
+    for name, path in source_notebooks(source_dir).items():
+        nb = nbformat.read(path, as_version=4)
+        files[f"{name}/{name}.ipynb"] = render(student_version(nb))
+    return files
+
+
+def _show(path: Path) -> str:
+    """``path`` relative to the repository when it is inside it (shorter messages)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_manifest(release_dir: Path) -> dict[str, str]:
+    """Relative path -> sha256 of what ``release`` last wrote (empty if never run)."""
+    path = Path(release_dir) / MANIFEST
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            digest, rel = line.split(maxsplit=1)
+            out[rel.strip()] = digest
+    return out
+
+
+def release(source_dir: Path = SOURCE, release_dir: Path = RELEASE, force: bool = False) -> list[str]:
+    """Write the student versions to ``release_dir``; return one line per file.
+
+    A file that exists and differs both from the new version and from what the manifest
+    says was written last has been changed by someone: nothing is written and
+    ``AssignmentError`` names it, unless ``force``.
+    """
+    release_dir = Path(release_dir)
+    files = release_files(source_dir)
+    manifest = read_manifest(release_dir)
+    status, changed = {}, []
+    for rel, content in files.items():
+        path = release_dir / rel
+        if not path.exists():
+            status[rel] = "new"
+            continue
+        current = sha256(path.read_bytes())
+        if current == sha256(content):
+            status[rel] = "unchanged"
+        elif manifest.get(rel) == current:
+            status[rel] = "updated"
+        else:
+            status[rel] = "overwritten (FORCE)" if force else "changed by hand"
+            changed.append(rel)
+    if changed and not force:
+        names = "\n".join(f"  {_show(release_dir / rel)}" for rel in changed)
+        raise AssignmentError(
+            f"refusing to overwrite {len(changed)} file(s) that differ from what `make assignments` "
+            f"last wrote (edited by a student or by hand?):\n{names}\n"
+            "move them away, or run `make assignments FORCE=1` to overwrite them")
+    for rel, content in files.items():
+        path = release_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if status[rel] != "unchanged":
+            _write_atomic(path, content)
+    manifest.update({rel: sha256(content) for rel, content in files.items()})
+    _write_atomic(release_dir / MANIFEST,
+                  "".join(f"{digest}  {rel}\n" for rel, digest in sorted(manifest.items())).encode())
+    return [f"{status[rel]:>20}  {_show(release_dir / rel)}" for rel in files]
+
+
+def _write_atomic(path: Path, content: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a release file is for everyone
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# --------------------------------------------------------------------------------------
+# Grading
+# --------------------------------------------------------------------------------------
+
+def read_submission(path) -> "nbformat.NotebookNode":
+    """The submitted notebook, or ``AssignmentError`` saying why it is not one."""
+    path = Path(path)
+    if not path.exists():
+        raise AssignmentError(f"submission {path} does not exist")
+    if path.is_dir():
+        raise AssignmentError(f"submission {path} is a folder; give the notebook file (.ipynb) in it")
+    if path.suffix != ".ipynb":
+        raise AssignmentError(f"submission {path} is not a Jupyter notebook (expected a .ipynb file)")
+    try:
+        return nbformat.read(path, as_version=4)
+    except Exception as err:  # nbformat raises several kinds (JSON, validation, encoding)
+        raise AssignmentError(f"submission {path} is not a readable Jupyter notebook: "
+                              f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
+
+
+def identify(nb, sources: dict[str, Path]) -> str:
+    """Name of the assignment whose answer and test cells (by grade_id) ``nb`` shares most."""
+    ids = {grade_id(c) for c in nb.cells if grade_id(c)}
+    overlap = {}
+    for name, path in sources.items():
+        src = nbformat.read(path, as_version=4)
+        overlap[name] = len(ids & {grade_id(c) for c in src.cells if grade_id(c)})
+    best = max(overlap, key=overlap.get)
+    if overlap[best] == 0:
+        raise AssignmentError("the submission is not one of the assignments: none of its cells has "
+                              "the nbgrader grade_id of a cell of " + ", ".join(sorted(sources))
+                              + " (was it made from assignments/release/?)")
+    return best
+
+
+@dataclass
+class Assembled:
+    """The notebook that ``grade`` runs and what was taken from the submission."""
+    nb: "nbformat.NotebookNode"
+    answers: list[str] = field(default_factory=list)   # grade_ids taken from the student
+    missing: list[str] = field(default_factory=list)   # answer cells the student deleted
+    ignored: int = 0                                   # student code cells not run
+
+
+def assemble(submission, source) -> Assembled:
+    """The source notebook (visible and hidden tests, read-only cells) with the student's
+    answer cells put in by grade_id; answers the student deleted become stubs; the
+    training flag is set to ``skip_training = True``; outputs cleared."""
+    from nbgrader.preprocessors import ClearSolutions
+    student = {grade_id(c): c for c in submission.cells if is_answer_cell(c)}
+    stubbed = ClearSolutions(enforce_metadata=True).preprocess(copy.deepcopy(source), {})[0]
+    stubs = {grade_id(c): c for c in stubbed.cells if is_answer_cell(c)}
+    nb = copy.deepcopy(source)
+    out = Assembled(nb)
+    for i, cell in enumerate(nb.cells):
+        gid = grade_id(cell)
+        if is_answer_cell(cell):
+            if gid in student and student[gid].cell_type == cell.cell_type:
+                cell.source = student[gid].source
+                out.answers.append(gid)
+            else:
+                cell.source = stubs[gid].source
+                out.missing.append(gid)
+        if gid == SKIP_TRAINING_ID:
+            cell.source = "skip_training = True  # set by the grader: load the checkpoint, do not train"
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    # the student's own code outside answer cells (added, or read-only cells edited) is not run
+    known = {c.source for c in source.cells} | {c.source for c in student_version(source).cells}
+    out.ignored = sum(1 for c in submission.cells if c.cell_type == "code" and c.source.strip()
+                      and not is_answer_cell(c) and grade_id(c) != SKIP_TRAINING_ID
+                      and c.source not in known)
+    return out
+
+
+@dataclass
+class Result:
+    """Points per test cell of one graded submission."""
+    assignment: str
+    scores: dict[str, tuple[float, float]]  # grade_id -> (score, max)
+    errors: dict[str, str]                  # grade_id -> first line of the error
+    seconds: float
+    checkpoint: str
+    assembled: Assembled
+    executed: "nbformat.NotebookNode"
+
+    @property
+    def total(self) -> float:
+        return sum(s for s, _ in self.scores.values())
+
+    @property
+    def max_total(self) -> float:
+        return sum(m for _, m in self.scores.values())
+
+    def report(self) -> str:
+        """The per-question table that ``make grade`` prints."""
+        width = max(len(k) for k in self.scores) + 2
+        lines = [f"assignment {self.assignment}; {self.checkpoint}"]
+        if self.assembled.missing:
+            lines.append("answer cells missing from the submission (graded as stubs): "
+                         + ", ".join(self.assembled.missing))
+        if self.assembled.ignored > 0:
+            lines.append(f"{self.assembled.ignored} code cell(s) of the submission outside the answer "
+                         "cells were ignored (the lecturer's copy of every other cell is run)")
+        for gid, (score, most) in self.scores.items():
+            note = f"   {self.errors[gid]}" if gid in self.errors else ""
+            lines.append(f"  {gid:<{width}} {score:4.1f} / {most:4.1f}{note}")
+        lines.append(f"  {'total':<{width}} {self.total:4.1f} / {self.max_total:4.1f}")
+        lines.append(f"graded in {self.seconds:.1f} s (offline, CPU, profile fast, 1 thread)")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict:
+        return {"assignment": self.assignment, "total": self.total, "max_total": self.max_total,
+                "scores": {k: {"score": s, "max": m} for k, (s, m) in self.scores.items()},
+                "errors": self.errors, "seconds": round(self.seconds, 1),
+                "checkpoint": self.checkpoint, "missing_answers": self.assembled.missing}
+
+
+def _error_line(cell) -> str:
+    for out in cell.get("outputs", []):
+        if out.output_type == "error":
+            value = (out.evalue or "").strip().splitlines()
+            return f"{out.ename}: {value[0][:120]}" if value else out.ename
+        if out.output_type == "stream" and out.name == "stderr":
+            return f"wrote to stderr: {out.text.strip().splitlines()[0][:120] if out.text.strip() else ''}"
+    return ""
+
+
+def execute(nb, workdir: Path, timeout: int = 900) -> None:
+    """Run ``nb`` in place in ``workdir`` with the course kernel, offline, on one CPU thread;
+    errors are kept in the outputs (every cell runs)."""
+    from nbclient import NotebookClient
+    env = {**os.environ, **GRADING_ENV}
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(workdir)}})
+    client.execute(env=env)
+
+
+def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
+          checkpoint: str = "auto") -> Result:
+    """Grade one submitted notebook; ``checkpoint``: 'auto' (the student's ``*.pt`` beside the
+    submission if there is one, else the reference), 'submitted' or 'reference'."""
+    from nbgrader.utils import determine_grade
+    if checkpoint not in ("auto", "submitted", "reference"):
+        raise AssignmentError(f"checkpoint must be 'auto', 'submitted' or 'reference', got {checkpoint!r}")
+    submission_path = Path(submission_path)
+    submission = read_submission(submission_path)
+    sources = source_notebooks(source_dir)
+    name = identify(submission, sources)
+    source = nbformat.read(sources[name], as_version=4)
+    assembled = assemble(submission, source)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=f"grade-{name}-") as tmp:
+        used = []
+        for ref in checkpoints(source_dir, name):
+            theirs = submission_path.parent / ref.name
+            if checkpoint != "reference" and theirs.exists() and theirs.resolve() != ref.resolve():
+                shutil.copy(theirs, Path(tmp) / ref.name)
+                used.append(f"the submitted checkpoint {_show(theirs)}")
+            elif checkpoint == "submitted":
+                raise AssignmentError(f"no checkpoint {ref.name} beside the submission {submission_path}")
+            else:
+                shutil.copy(ref, Path(tmp) / ref.name)
+                used.append(f"the reference checkpoint {_show(ref)}")
+        executed = assembled.nb
+        execute(executed, Path(tmp), timeout)
+    seconds = time.perf_counter() - start
+    scores, errors = {}, {}
+    for cell in executed.cells:
+        if is_test_cell(cell):
+            score, most = determine_grade(cell)
+            scores[grade_id(cell)] = (float(score), float(most))
+            if score < most:
+                errors[grade_id(cell)] = _error_line(cell)
+    return Result(name, scores, errors, seconds,
+                  "model from " + ", ".join(used) if used else "no checkpoint needed",
+                  assembled, executed)
+
+
+# --------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    rel = sub.add_parser("release", help="write the student versions to assignments/release/")
+    rel.add_argument("--force", action="store_true", help="overwrite release files changed by hand")
+    gr = sub.add_parser("grade", help="grade a submitted notebook")
+    gr.add_argument("submission", nargs="?", default="", help="the student's .ipynb")
+    gr.add_argument("--checkpoint", default="auto", choices=("auto", "submitted", "reference"),
+                    help="which trained model the training questions are graded with")
+    gr.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    gr.add_argument("--json", type=Path, help="also write the points as JSON here")
+    gr.add_argument("--executed", type=Path, help="also write the executed notebook here (feedback)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "release":
+            for line in release(force=args.force):
+                print(line)
+            print(f"manifest: {_show(RELEASE / MANIFEST)}")
+            return 0
+        if not args.submission:
+            raise AssignmentError("no submission given: make grade SUBMISSION=path/to/notebook.ipynb")
+        result = grade(args.submission, timeout=args.timeout, checkpoint=args.checkpoint)
+        print(f"grading {args.submission}")
+        print(result.report())
+        if args.json:
+            args.json.write_text(json.dumps(result.as_dict(), indent=1) + "\n")
+        if args.executed:
+            nbformat.write(result.executed, args.executed)
+        return 0
+    except AssignmentError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
