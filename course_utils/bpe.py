@@ -45,7 +45,7 @@ class BPEConfig:
 
 
 FAST = BPEConfig()
-FULL = BPEConfig(num_merges=20000, wordpiece_words=4000, wordpiece_merges=400, mt_merges=8000)
+FULL = BPEConfig(num_merges=12000, wordpiece_words=4000, wordpiece_merges=400, mt_merges=8000)
 
 
 def config(profile: str | None = None) -> BPEConfig:

@@ -178,9 +178,11 @@ def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> tuple[
     lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
     if (lengths == 0).any():
         raise ValueError(f"empty sequence at positions {torch.nonzero(lengths == 0).flatten().tolist()}")
-    out = torch.full((len(seqs), int(lengths.max())), pad_id, dtype=torch.long)
-    for row, seq in enumerate(seqs):
-        out[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+    longest = int(lengths.max())
+    # one tensor from padded lists: the same as filling a (batch, max_len) tensor row by
+    # row, without a small tensor per row
+    rows = [seq.tolist() if torch.is_tensor(seq) else list(seq) for seq in seqs]
+    out = torch.tensor([row + [pad_id] * (longest - len(row)) for row in rows], dtype=torch.long)
     return out, lengths
 
 
@@ -451,13 +453,24 @@ def load_synthetic(num_train: int = 20000, num_valid: int = 1000, num_test: int 
     the versions of the generator, num2words and babel.
     """
     key = (num_train, num_valid, num_test, seed)
-    if cache:
-        return Splits(*(list(split) for split in _cached_synthetic(*key)))
+    splits = (Splits(*(list(split) for split in _cached_synthetic(*key))) if cache
+              else _generate_synthetic(*key))
+    return _smoke_capped(splits)
+
+
+def _generate_synthetic(num_train, num_valid, num_test, seed) -> Splits:
     test = synthetic_pairs(num_test, seed=seed)
     valid = synthetic_pairs(num_valid, seed=seed + 1, exclude=(s for s, _ in test))
     train = synthetic_pairs(num_train, seed=seed + 2,
                             exclude=[s for s, _ in test] + [s for s, _ in valid])
     return Splits(train, valid, test)
+
+
+def _smoke_capped(splits: Splits) -> Splits:
+    """In a smoke test (``runtime.smoke_eval_size``), only the first test pairs."""
+    from course_utils.runtime import smoke_eval_size
+    size = smoke_eval_size()
+    return splits if size is None else Splits(splits.train, splits.valid, splits.test[:size])
 
 
 @functools.lru_cache(maxsize=8)
@@ -471,7 +484,7 @@ def _cached_synthetic(num_train, num_valid, num_test, seed) -> tuple:
         return tuple(tuple(map(tuple, split)) for split in splits)
     except (OSError, ValueError, EOFError):
         pass  # not cached yet, or damaged: generate
-    splits = load_synthetic(num_train, num_valid, num_test, seed, cache=False)
+    splits = _generate_synthetic(num_train, num_valid, num_test, seed)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -490,6 +503,7 @@ def _cached_synthetic(num_train, num_valid, num_test, seed) -> tuple:
 REBUILD = {
     "es_en_bible.tsv.gz": "python scripts/build_es_en_corpus.py",
     "austen_novels.tsv.gz": "python scripts/build_english_text.py",
+    "small_bert.pt": "python scripts/pretrain_small_bert.py",
 }
 
 
@@ -571,8 +585,8 @@ def es_en_splits(max_len: int | None = 20, num_valid: int = 500, num_test: int =
         raise ValueError(f"num_valid + num_test = {num_valid + num_test} leaves no training "
                          f"pairs out of {len(pairs)}")
     random.Random(seed).shuffle(pairs)
-    return Splits(pairs[num_valid + num_test:], pairs[num_test:num_test + num_valid],
-                  pairs[:num_test])
+    return _smoke_capped(Splits(pairs[num_valid + num_test:], pairs[num_test:num_test + num_valid],
+                                pairs[:num_test]))
 
 
 class Paragraph(NamedTuple):

@@ -63,12 +63,12 @@ def _sample_or_greedy(model, src, src_lengths, max_len, temperature, generator):
             break
     model.train(was_training)
     ids = torch.stack(tokens, 1).tolist()
+    all_weights = torch.stack(weights, 1) if weights[0] is not None else None  # (batch, steps, src_len)
     out_tokens, out_weights = [], []
-    for b, row in enumerate(ids):
+    for b, (row, length) in enumerate(zip(ids, src_lengths.tolist())):
         n = row.index(EOS_ID) + 1 if EOS_ID in row else len(row)
         out_tokens.append(row[:n])
-        out_weights.append(torch.stack([w[b, : int(src_lengths[b])] for w in weights[:n]])
-                           if weights[0] is not None else None)
+        out_weights.append(all_weights[b, :n, :length].clone() if all_weights is not None else None)
     return Decoded(out_tokens, scores.tolist(), out_weights)
 
 
@@ -117,9 +117,10 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
     scores = torch.full((batch, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # at the start only one hypothesis is alive: <sos>
     prefixes = torch.empty(batch * K, 0, dtype=torch.long, device=device)
-    attn = []  # per step: (batch * K, src_len) weights of the surviving rows
+    attn = None  # (batch * K, steps so far, src_len): weights of the surviving rows
     finished = [[] for _ in range(batch)]  # per sentence: (normalised, score, tokens, weights)
     prev = torch.full((batch * K,), SOS_ID, dtype=torch.long, device=device)
+    lengths = src_lengths.tolist()
     for step in range(max_len):
         log_probs, state, w = model.decode_step(prev, state, memory)  # (batch * K, vocab)
         vocab = log_probs.shape[-1]
@@ -127,37 +128,46 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
         # take 2K so that K unfinished ones remain even if up to K end in <eos>
         top_scores, top_index = candidates.view(batch, K * vocab).topk(min(2 * K, K * vocab), dim=-1)
         beam_origin, words = top_index // vocab, top_index % vocab  # (batch, 2K)
-        new_scores = torch.full((batch, K), float("-inf"), device=device)
-        rows = (torch.arange(batch, device=device) * K).unsqueeze(1).repeat(1, K)  # dead rows: own sentence
-        new_words = torch.full((batch, K), PAD_ID, dtype=torch.long, device=device)
-        for b in range(batch):
+        # the bookkeeping below is plain Python on lists (one copy from the tensors per step)
+        new_scores = [[float("-inf")] * K for _ in range(batch)]
+        rows = [[b * K] * K for b in range(batch)]  # dead rows: own sentence
+        new_words = [[PAD_ID] * K for _ in range(batch)]
+        prefix_list = None  # prefixes as lists, made only when a hypothesis finishes
+        for b, (b_scores, b_origins, b_words) in enumerate(zip(top_scores.tolist(), beam_origin.tolist(),
+                                                               words.tolist())):
             kept = 0
-            for score, origin, word in zip(top_scores[b].tolist(), beam_origin[b].tolist(),
-                                           words[b].tolist()):
+            for score, origin, word in zip(b_scores, b_origins, b_words):
                 if score == float("-inf") or kept == K:
                     break
                 row = b * K + origin
                 if word == EOS_ID:
-                    tokens = prefixes[row].tolist() + [EOS_ID]
-                    weights = (torch.stack([a[row] for a in attn] + [w[row]])[:, : int(src_lengths[b])]
-                               if w is not None else None)
+                    prefix_list = prefixes.tolist() if prefix_list is None else prefix_list
+                    tokens = prefix_list[row] + [EOS_ID]
+                    weights = None
+                    if w is not None:
+                        weights = w[row: row + 1] if attn is None else torch.cat([attn[row], w[row: row + 1]])
+                        weights = weights[:, : lengths[b]].clone()
                     finished[b].append((length_normalized(score, len(tokens), alpha), score,
                                         tokens, weights))
                     continue
-                new_scores[b, kept], rows[b, kept], new_words[b, kept] = score, row, word
+                new_scores[b][kept], rows[b][kept], new_words[b][kept] = score, row, word
                 kept += 1
         # stop a sentence when it is decided. Without length normalisation: once no
         # unfinished hypothesis beats the best finished one (log-probs only fall, so none
         # ever will). With it, longer outputs may still win: stop at K finished ones.
         for b in range(batch):
-            if finished[b] and (new_scores[b].max() <= max(f[1] for f in finished[b])
+            if finished[b] and (max(new_scores[b]) <= max(f[1] for f in finished[b])
                                 if alpha == 0.0 else len(finished[b]) >= K):
-                new_scores[b] = float("-inf")
-        flat_rows = rows.view(-1)
+                new_scores[b] = [float("-inf")] * K
+        flat_rows = torch.tensor(rows, dtype=torch.long, device=device).view(-1)
+        new_words = torch.tensor(new_words, dtype=torch.long, device=device)
         prefixes = torch.cat([prefixes[flat_rows], new_words.view(-1, 1)], 1)
-        attn = [a[flat_rows] for a in attn] + ([w[flat_rows]] if w is not None else [])
+        if w is not None:
+            attn = w[flat_rows].unsqueeze(1) if attn is None else torch.cat(
+                [attn[flat_rows], w[flat_rows].unsqueeze(1)], 1)
         state = map_tensors(lambda t: t[flat_rows], state)
-        scores, prev = new_scores, new_words.view(-1)
+        scores = torch.tensor(new_scores, dtype=scores.dtype, device=device)
+        prev = new_words.view(-1)
         if torch.isinf(scores).all():
             break
     model.train(was_training)
@@ -166,7 +176,7 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
             k = int(scores[b].argmax())
             row = b * K + k
             tokens = prefixes[row].tolist()
-            weights = torch.stack([a[row] for a in attn])[:, : int(src_lengths[b])] if attn else None
+            weights = attn[row][:, : lengths[b]].clone() if attn is not None else None
             finished[b].append((length_normalized(float(scores[b, k]), len(tokens), alpha),
                                 float(scores[b, k]), tokens, weights))
     best = [max(f, key=lambda x: x[0]) for f in finished]

@@ -11,6 +11,13 @@ Threads: with OpenMP threads that spin-wait, PyTorch on a 2-core machine can sta
 minutes. ``import course_utils`` sets ``OMP_WAIT_POLICY=PASSIVE`` before torch loads;
 if torch was imported earlier (so the policy cannot take effect any more) ``setup()``
 falls back to one thread. ``COURSE_NUM_THREADS`` overrides the thread count.
+
+Smoke test: ``COURSE_SMOKE_STEPS=N`` keeps the profile's models and data but caps every
+training run at N optimiser steps (``training.train`` honours it) and every test split at
+``COURSE_SMOKE_EVAL`` examples (default 128; ``data.load_synthetic`` and
+``data.es_en_splits`` honour it: decoding the test sets is what costs; validation splits
+are kept whole, notebooks index into them), so that the ``full`` profile can be checked
+on a CPU in minutes (tests/test_full_profile_smoke.py). Numbers printed then mean nothing.
 """
 
 from __future__ import annotations
@@ -65,6 +72,42 @@ def pick(fast, full, name: str | None = None):
     if name not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {name!r}")
     return fast if name == "fast" else full
+
+
+def _positive_int_env(name: str) -> int | None:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a positive int, got {value!r}") from None
+    if number < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return number
+
+
+def smoke_steps() -> int | None:
+    """``$COURSE_SMOKE_STEPS``: the cap on optimiser steps per training run of a smoke
+    test, or None (no smoke test: train as the profile says)."""
+    return _positive_int_env("COURSE_SMOKE_STEPS")
+
+
+def smoke_eval_size() -> int | None:
+    """In a smoke test, the cap on test examples: ``$COURSE_SMOKE_EVAL`` (default 128);
+    None outside a smoke test."""
+    if smoke_steps() is None:
+        return None
+    size = _positive_int_env("COURSE_SMOKE_EVAL")
+    return 128 if size is None else size
+
+
+def cap_steps(steps: int | None) -> int | None:
+    """``steps`` capped by the smoke test's ``smoke_steps()`` (None stays None outside one)."""
+    cap = smoke_steps()
+    if cap is None:
+        return steps
+    return cap if steps is None else min(steps, cap)
 
 
 def configure_threads() -> int:
@@ -144,4 +187,7 @@ def setup(seed: int = 0, deterministic: bool = True, verbose: bool = True,
     )
     if verbose:
         print(summary)
+        if smoke_steps() is not None:
+            print(f"SMOKE TEST: at most {smoke_steps()} training steps per run and "
+                  f"{smoke_eval_size()} test examples per split; the numbers mean nothing")
     return summary

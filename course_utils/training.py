@@ -124,6 +124,8 @@ def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
             raise ValueError(f"{name} must be a positive int or None, got {value!r}")
     if time_budget is not None and time_budget <= 0:
         raise ValueError(f"time_budget must be positive seconds or None, got {time_budget!r}")
+    from course_utils.runtime import cap_steps  # a smoke test (COURSE_SMOKE_STEPS) caps the steps
+    max_steps = cap_steps(max_steps)
     device = torch.device(device) if device is not None else next(model.parameters()).device
     epoch_batches = batches if callable(batches) else (lambda epoch: batches)
 

@@ -97,3 +97,25 @@ def test_import_is_lazy():
             "course_utils.data; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
+
+
+def test_smoke_knob_caps_steps_and_test_sets(monkeypatch):
+    monkeypatch.delenv("COURSE_SMOKE_STEPS", raising=False)
+    monkeypatch.delenv("COURSE_SMOKE_EVAL", raising=False)
+    assert runtime.smoke_steps() is None and runtime.smoke_eval_size() is None
+    assert runtime.cap_steps(500) == 500 and runtime.cap_steps(None) is None
+    monkeypatch.setenv("COURSE_SMOKE_STEPS", "3")
+    assert runtime.smoke_steps() == 3 and runtime.smoke_eval_size() == 128
+    assert runtime.cap_steps(500) == 3 and runtime.cap_steps(2) == 2 and runtime.cap_steps(None) == 3
+    monkeypatch.setenv("COURSE_SMOKE_EVAL", "10")
+    assert runtime.smoke_eval_size() == 10
+    from course_utils import data
+    splits = data.load_synthetic(num_train=30, num_valid=20, num_test=20, cache=False)
+    assert (len(splits.train), len(splits.valid), len(splits.test)) == (30, 20, 10)
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "two"])
+def test_bad_smoke_values_name_the_variable(monkeypatch, bad):
+    monkeypatch.setenv("COURSE_SMOKE_STEPS", bad)
+    with pytest.raises(ValueError, match="COURSE_SMOKE_STEPS must be a positive int"):
+        runtime.smoke_steps()

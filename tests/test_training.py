@@ -196,3 +196,13 @@ def test_failed_save_leaves_old_checkpoint_intact(tmp_path, monkeypatch):
         save_checkpoint(path, TinyDecoderLM(cfg), cfg)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["m.pt"]
+
+
+def test_smoke_test_caps_steps_and_epochs(one_batch, monkeypatch):
+    data, batch = one_batch
+    model = TinyDecoderLM(TinyConfig(max(len(data.src_vocab), len(data.tgt_vocab))))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    monkeypatch.setenv("COURSE_SMOKE_STEPS", "3")
+    assert train(model, [batch] * 4, lm_loss, opt, max_steps=300, progress=False).num_steps == 3
+    history = train(model, [batch] * 4, lm_loss, opt, num_epochs=12, progress=False)
+    assert history.num_steps == 3 and history.stopped_by == "steps"

@@ -1,0 +1,127 @@
+"""The ``full`` profile starts and runs on a CPU: every notebook, its full-size models and
+data, but only a few training steps per run (a smoke test; no GPU needed).
+
+How: each notebook is executed with nbclient (a copy in memory; the stored notebook is not
+touched) with ``COURSE_PROFILE=full COURSE_SMOKE_STEPS=2 COURSE_SMOKE_EVAL=128``:
+``training.train`` stops every run after 2 optimiser steps and ``data.load_synthetic`` /
+``data.es_en_splits`` keep the first 128 test pairs (see ``course_utils.runtime``). After 2 steps no model has learned, so the notebooks' quality
+asserts ("exact match > 95 %") cannot hold: an IPython AST transformer, installed by a
+cell prepended to the copy, turns ``assert`` statements into soft checks that are
+recorded and reported, not raised. Everything else that raises (a shape error, a missing
+file, a name a full-profile branch forgot to define, ``torch.testing.assert_close``)
+fails the test. Results the notebooks save go to a temporary folder.
+
+Notebooks are found by glob (``notebooks/[0-9][0-9]_*.ipynb``), so a new notebook is
+covered as soon as it exists; it honours the cap by training through
+``training.train`` (or ``runtime.cap_steps`` for its own loop) and by taking evaluation
+sets from ``data`` (or cutting them to ``runtime.smoke_eval_size()``).
+
+About 3 minutes on one thread of a loaded 2-core machine, all notebooks; skipped with
+``COURSE_SKIP_SMOKE=1``. Full-profile bugs this test found and that are not fixed yet are
+marked ``xfail`` below with the reason (remove the mark when fixed).
+"""
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+_ES_EN_BUCKETS = ("02 saves '02_attention_es_en' (buckets 0-4 ... 20+) beside the synthetic results in "
+                  "the full profile; load_results() then hands it to viz.plot_by_length, which refuses "
+                  "mixed buckets (ValueError)")
+KNOWN_FULL_PROFILE_BUGS = {
+    "03_convs2s": _ES_EN_BUCKETS,
+    "04_transformer": _ES_EN_BUCKETS,
+}
+
+
+def _marked(path):
+    reason = KNOWN_FULL_PROFILE_BUGS.get(path.stem)
+    return pytest.param(path, marks=pytest.mark.xfail(reason=reason, strict=False)) if reason else path
+SMOKE_STEPS, SMOKE_EVAL = 2, 128
+CELL_TIMEOUT = 300  # seconds; the whole notebook normally takes well under a minute here
+
+# Prepended to the copy that is executed: soft asserts (recorded, not raised).
+SOFT_ASSERTS = '''
+import ast as _ast
+_smoke_failed_asserts = []
+
+def _smoke_check(ok, message, line):
+    if not ok:
+        _smoke_failed_asserts.append(f"line {line}: {message}")
+
+class _SoftAsserts(_ast.NodeTransformer):
+    def visit_Assert(self, node):
+        call = _ast.Call(func=_ast.Name("_smoke_check", _ast.Load()),
+                         args=[node.test, node.msg or _ast.Constant(_ast.unparse(node.test)),
+                               _ast.Constant(node.lineno)], keywords=[])
+        return _ast.copy_location(_ast.Expr(call), node)
+
+get_ipython().ast_transformers.append(_SoftAsserts())
+'''
+REPORT = 'import json as _json; print("SMOKE-SOFT-ASSERTS " + _json.dumps(_smoke_failed_asserts))'
+
+
+@pytest.fixture(scope="module")
+def results_dir(tmp_path_factory):
+    """One results folder for the module: later notebooks read what earlier ones saved."""
+    return tmp_path_factory.mktemp("results")
+
+
+def test_notebooks_are_found():
+    names = [p.name for p in NOTEBOOKS]
+    for expected in ("01_seq2seq_bottleneck.ipynb", "04_transformer.ipynb", "06_bpe.ipynb"):
+        assert expected in names
+
+
+@pytest.mark.skipif(os.environ.get("COURSE_SKIP_SMOKE") == "1", reason="COURSE_SKIP_SMOKE=1")
+@pytest.mark.parametrize("path", [_marked(p) for p in NOTEBOOKS], ids=lambda p: p.stem)
+def test_full_profile_runs_a_few_steps_on_cpu(path, results_dir, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    for name, value in {"COURSE_PROFILE": "full", "COURSE_SMOKE_STEPS": str(SMOKE_STEPS),
+                        "COURSE_SMOKE_EVAL": str(SMOKE_EVAL), "COURSE_NUM_THREADS": "1",
+                        "COURSE_RESULTS_DIR": str(results_dir), "MPLBACKEND": "agg"}.items():
+        monkeypatch.setenv(name, value)  # the kernel inherits this environment
+    nb = nbformat.read(path, as_version=4)
+    code_cells = sum(c.cell_type == "code" for c in nb.cells)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(SOFT_ASSERTS))
+    nb.cells.append(nbformat.v4.new_code_cell(REPORT))
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    start = time.perf_counter()
+    client.execute()  # raises CellExecutionError, naming the cell, on any real error
+    seconds = time.perf_counter() - start
+
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    assert "SMOKE TEST: at most 2 training steps" in text, "setup() did not see the smoke cap"
+    assert "profile: fast" not in text
+    executed = [c for c in nb.cells[1:-1] if c.cell_type == "code"]
+    assert len(executed) == code_cells and all(c.execution_count for c in executed if c.source.strip())
+    soft = json.loads(text.rsplit("SMOKE-SOFT-ASSERTS ", 1)[1].splitlines()[0])
+    print(f"{path.name}: full profile, {SMOKE_STEPS} steps per run, {seconds:.0f} s; "
+          f"{len(soft)} quality asserts did not hold (expected after {SMOKE_STEPS} steps)")
+    for line in soft:
+        print("   ", line[:200])
+    print("    slowest cells:", ", ".join(f"[{i}] {t:.1f} s" for t, i in _slowest_cells(nb)))
+
+
+def _slowest_cells(nb, top=3):
+    """(seconds, index in the stored notebook) of the slowest cells, from nbclient's timings."""
+    import datetime as dt
+
+    def stamp(text):
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    times = []
+    for i, cell in enumerate(nb.cells[1:-1]):
+        run = cell.get("metadata", {}).get("execution", {})
+        if "iopub.execute_input" in run and "shell.execute_reply" in run:
+            times.append(((stamp(run["shell.execute_reply"]) - stamp(run["iopub.execute_input"]))
+                          .total_seconds(), i))
+    return sorted(times, reverse=True)[:top]
