@@ -23,7 +23,7 @@ export PYTHONHASHSEED ?= 0
 export HF_HUB_OFFLINE = 1
 export TRANSFORMERS_OFFLINE = 1
 
-.PHONY: install lab test unit nbval notebooks data clean distclean
+.PHONY: install lab test unit nbval notebooks data clean distclean slides browser-test
 
 install: $(STAMP)
 
@@ -46,13 +46,32 @@ lab: $(STAMP)
 # pytest's exit status 5 (no tests collected) is reported but does not fail the target.
 NBVAL_ARGS = --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 test: $(STAMP)
-	@start=$$(date +%s); COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest \
+	@$(CHROMIUM_NOTE)
+	@start=$$(date +%s); COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest -rs \
 	    -n $(PYTEST_WORKERS) --dist loadfile $(NBVAL_ARGS) tests notebooks; rc=$$?; \
 	echo "make test: pytest exit status $$rc after $$(( $$(date +%s) - start )) s"; \
 	if [ $$rc -eq 5 ]; then echo "WARNING: no tests were collected"; rc=0; fi; exit $$rc
 
 unit: $(STAMP)
-	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) tests
+	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \
+	    --ignore-glob='tests/test_browser_*.py' tests
+
+# The browser test: every notebook runs in JupyterLab in headless Chromium with the network
+# cut off (widgets moved, bertviz views drawn, figures there); screenshots in build/browser/.
+# `make test` runs it too; without /usr/bin/chromium it is skipped, and says so.
+CHROMIUM ?= /usr/bin/chromium
+CHROMIUM_NOTE = if [ ! -x $(CHROMIUM) ]; then echo "NOTE: $(CHROMIUM) is missing: the browser tests \
+	(tests/test_browser_*.py, tests/test_slides.py) will be SKIPPED; apt-get install chromium to run them"; fi
+browser-test: $(STAMP)
+	@$(CHROMIUM_NOTE)
+	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 COURSE_CHROMIUM=$(CHROMIUM) $(PY) -m pytest -rs \
+	    -n $(PYTEST_WORKERS) --dist loadfile tests/test_browser_lab_*.py tests/test_slides.py
+	@echo "screenshots: build/browser/*.png (one per notebook), build/slides-check/*.png (decks)"
+
+# reveal.js slide decks of every notebook in build/slides/, opening with no internet
+# (libraries from slides/vendor/; refetch them with scripts/fetch_slide_vendor.py).
+slides: $(STAMP)
+	$(PY) scripts/export_slides.py --out build/slides
 
 nbval: $(STAMP)
 	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile \
@@ -79,6 +98,14 @@ assignments: $(STAMP)
 grade: $(STAMP)
 	@if [ -z "$(SUBMISSION)" ]; then echo "usage: make grade SUBMISSION=path/to/notebook.ipynb" >&2; exit 2; fi
 	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) scripts/assignments.py grade "$(SUBMISSION)"
+
+# Benchmarks -> docs/BENCHMARKS.md + docs/benchmarks.json (a few minutes; see scripts/bench.py).
+# PARTS: comma-separated from stored,notebooks,models,micro,bpe,speedups or all
+# (`notebooks` re-executes every notebook once, ~10-15 min more).
+PARTS ?= stored,models,micro,bpe,speedups
+.PHONY: bench
+bench: $(STAMP)
+	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) scripts/bench.py --parts $(PARTS)
 
 clean:
 	rm -rf build .pytest_cache checkpoints notebooks/checkpoints

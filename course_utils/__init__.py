@@ -6,7 +6,9 @@ Importing the package is cheap: submodules are imported on first use
 
 Importing it also sets ``OMP_WAIT_POLICY=PASSIVE`` unless already set, *before* torch
 starts its OpenMP thread pool: with spin-waiting threads, PyTorch on a 2-core machine can
-stall for minutes (see ``course_utils.runtime``).
+stall for minutes (see ``course_utils.runtime``). And it sets ``HF_HUB_OFFLINE=1`` and
+``TRANSFORMERS_OFFLINE=1`` unless already set: the course loads its pre-trained model from
+an installed package, and nothing may wait on the network.
 """
 
 import importlib
@@ -16,6 +18,8 @@ import sys
 # Must happen before torch loads its OpenMP runtime, which reads it once.
 TORCH_LOADED_BEFORE_US = "torch" in sys.modules
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 __version__ = "0.1.0"
 

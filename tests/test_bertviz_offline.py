@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from browser import CHROMIUM, CHROMIUM_ARGS, missing_browser
 from course_utils import viz
 
-CHROMIUM = Path("/usr/bin/chromium")
 TOKENS = ["the", "cat", "sat", "on", "mat"]
 
 
@@ -60,14 +60,12 @@ def test_encoder_decoder_views_and_bad_shapes():
 def _render(tmp_path, html, *flags):
     page = tmp_path / "views.html"
     page.write_text(html)
-    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--no-first-run", "--host-resolver-rules=MAP * ~NOTFOUND",
+    cmd = [str(CHROMIUM), "--headless", *CHROMIUM_ARGS, "--host-resolver-rules=MAP * ~NOTFOUND",
            "--virtual-time-budget=5000", f"--user-data-dir={tmp_path / 'profile'}", *flags, page.as_uri()]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install chromium) "
-                                                 "to render the views headless")
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=str(missing_browser()))
 def test_views_render_in_headless_chromium_with_the_network_off(tmp_path):
     page = viz.standalone_html(viz.head_view(_attention(), TOKENS), viz.model_view(_attention(), TOKENS))
     dom = _render(tmp_path, page, "--dump-dom").stdout

@@ -1,0 +1,86 @@
+"""Pre-train the small BERT of notebook 05 for longer than the notebook can, and ship it.
+
+05_bert pre-trains a small BERT for a CPU minute (the fast profile) and then compares
+fine-tuning from it, from a random start, and from all-MiniLM-L6-v2. This script runs the
+same code (course_utils.bert: same tokenizer, model, data and recipe) for more steps, so
+that the notebook can also show what more pre-training buys. It writes
+data/small_bert.pt (float16 weights, config, tokenizer, held-out scores), its data card
+data/small_bert.md and its line in data/SHA256SUMS.
+
+    python scripts/pretrain_small_bert.py --steps 6000      # ~10 min on one CPU core
+
+Reproducible bit for bit on the same machine (1 thread, deterministic algorithms); other
+CPUs give other bits and the same scores to about a point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from pathlib import Path
+
+os.environ.setdefault("COURSE_NUM_THREADS", "1")
+os.environ.setdefault("COURSE_PROFILE", "fast")
+
+import torch  # noqa: E402
+
+from _shipping import DATA_DIR, sha256_file, update_sha256sums  # noqa: E402
+from course_utils import bert  # noqa: E402
+from course_utils.data import load_english_text  # noqa: E402
+from course_utils.runtime import setup  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--steps", type=int, default=6000)
+    parser.add_argument("--pairs", type=int, default=100_000, help="NSP pairs to draw")
+    parser.add_argument("--out-dir", type=Path, default=DATA_DIR)
+    args = parser.parse_args()
+    setup(seed=0, verbose=False)
+    recipe = bert.pretraining_recipe("fast")
+    train_paragraphs, test_paragraphs = bert.split_paragraphs(load_english_text())
+    tokenizer = bert.train_wordpiece_tokenizer((p.text for p in train_paragraphs), recipe.vocab_size)
+    pairs = bert.nsp_pairs(bert.chapter_documents(train_paragraphs), args.pairs, seed=0)
+    heldout = bert.nsp_pairs(bert.chapter_documents(test_paragraphs), 2000, seed=1)
+    torch.manual_seed(0)
+    model = bert.BertForPreTraining(recipe.model_config())
+    started = time.perf_counter()
+    history, log = bert.pretrain(model, tokenizer, pairs, recipe, steps=args.steps, progress=False)
+    minutes = (time.perf_counter() - started) / 60
+    scores = bert.evaluate_pretraining(model, tokenizer, heldout, recipe.max_len)
+    info = {"steps": args.steps, "pairs": args.pairs, "minutes": round(minutes, 1),
+            "heldout": {k: round(v, 4) for k, v in scores.items()},
+            "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread"}
+    path = args.out_dir / bert.SHIPPED_CHECKPOINT
+    bert.save_pretrained(path, model, tokenizer, info)
+    digest = sha256_file(path)
+    update_sha256sums(args.out_dir, path.name, digest)
+    params = sum(p.numel() for p in model.parameters())
+    (args.out_dir / "small_bert.md").write_text(f"""# Data card: small_bert.pt
+
+A small BERT pre-trained with masked LM and next-sentence prediction on the shipped
+novels (data/austen_novels.tsv.gz), for notebook 05_bert.
+
+- Made by: `python scripts/pretrain_small_bert.py --steps {args.steps} --pairs {args.pairs}`
+  (the code of `course_utils.bert`: `train_wordpiece_tokenizer`, `nsp_pairs`, `pretrain`
+  with the fast recipe `bert.FAST`, seed 0, one thread).
+- Training text: the paragraphs that `bert.split_paragraphs` keeps for training (4 of
+  every 5); the held-out fifth is never seen, and the fine-tuning test sets of 05 come
+  from it.
+- Model: {params:,} parameters ({recipe.num_layers} layers, d_model {recipe.d_model}, {recipe.num_heads} heads, d_ff {recipe.d_ff}, max_len {recipe.max_len}),
+  a WordPiece vocabulary of {recipe.vocab_size:,} pieces trained with `tokenizers`; weights stored as float16.
+- Training: {args.steps:,} steps of {recipe.batch_size} pairs ({args.pairs:,} pairs drawn), {minutes:.1f} min wall time
+  on {info['machine']}.
+- Held-out scores (2,000 pairs of the held-out paragraphs): masked-LM accuracy {scores['mlm_accuracy']:.3f},
+  masked-LM loss {scores['mlm_loss']:.3f}, NSP accuracy {scores['nsp_accuracy']:.3f}.
+- Licence: the weights are derived from public domain text (the novels); they are released
+  with the course code under the MIT licence.
+- sha256: `{digest}` (also in data/SHA256SUMS; `bert.load_pretrained()` checks it).
+""")
+    print(f"wrote {path} ({path.stat().st_size:,} bytes) after {minutes:.1f} min: {info['heldout']}")
+
+
+if __name__ == "__main__":
+    main()

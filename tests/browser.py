@@ -1,0 +1,462 @@
+"""Shared browser helpers for the tests that need a real browser: Debian's Chromium driven
+by Playwright for Python with the network cut off, and a throw-away JupyterLab server.
+
+Used by test_bertviz_offline.py (Chromium on the command line), test_browser_*.py
+(the notebooks run in JupyterLab) and test_slides.py (exported decks, RISE).
+Never runs `playwright install`: the browser is /usr/bin/chromium (`apt-get install chromium`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlparse
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+BUILD = REPO / "build"
+CHROMIUM = Path(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium"))
+
+#: Flags for a headless Chromium that phones nobody (no updates, sync or first-run pages).
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 "--disable-dev-shm-usage"]
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
+
+
+def missing_browser() -> str | None:
+    """Why the browser tests cannot run here, or None when they can."""
+    if not CHROMIUM.exists():
+        return (f"no Chromium at {CHROMIUM}: install it with `apt-get install chromium` "
+                "(.ci/run does) to run the browser tests")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the Python package playwright is missing (`make install` installs the test extras)"
+    return None
+
+
+@contextmanager
+def offline_chromium(profile_dir: Path, viewport=(1400, 1000)):
+    """A headless Chromium context whose requests to anything but 127.0.0.1 are aborted;
+    yields (context, blocked) where ``blocked`` lists the URLs that were stopped."""
+    from playwright.sync_api import sync_playwright
+
+    blocked: list[str] = []
+
+    def guard(route):
+        url = route.request.url
+        host = urlparse(url).hostname
+        if url.startswith(("file:", "data:", "blob:")) or host in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            blocked.append(url)
+            route.abort("internetdisconnected")
+
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(profile_dir), executable_path=str(CHROMIUM), headless=True,
+            args=CHROMIUM_ARGS + ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"],
+            viewport={"width": viewport[0], "height": viewport[1]}, service_workers="block")
+        context.route("**/*", guard)
+        try:
+            yield context, blocked
+        finally:
+            context.close()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+#: JupyterLab user settings for a test run: no news or update pop-ups, no autosave (the
+#: notebooks run in a copy anyway), every cell in the DOM so that outputs can be counted.
+LAB_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+    "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
+    "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+}
+
+
+class JupyterLab:
+    """A JupyterLab server on a free port of 127.0.0.1, no token, rooted at ``root``;
+    started by ``start()`` and stopped by its PID in ``stop()``."""
+
+    def __init__(self, root: Path, state: Path, env: dict | None = None):
+        self.root, self.state = Path(root), Path(state)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, **(env or {})}
+        self.process: subprocess.Popen | None = None
+        self.log_path = self.state / "jupyterlab.log"
+
+    def start(self, timeout: float = 120) -> "JupyterLab":
+        settings = self.state / "user-settings"
+        for plugin, values in LAB_SETTINGS.items():
+            path = settings / f"{plugin}.jupyterlab-settings"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(values))
+        for sub in ("runtime", "workspaces", "config", "data"):
+            (self.state / sub).mkdir(parents=True, exist_ok=True)
+        env = {**self.env, "JUPYTER_RUNTIME_DIR": str(self.state / "runtime"),
+               "JUPYTER_DATA_DIR": str(self.state / "data"),
+               "JUPYTERLAB_WORKSPACES_DIR": str(self.state / "workspaces")}
+        cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root",
+               f"--port={self.port}", "--port-retries=0", "--ip=127.0.0.1",
+               "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
+               f"--ServerApp.root_dir={self.root}", f"--LabApp.user_settings_dir={settings}",
+               f"--LabApp.workspaces_dir={self.state / 'workspaces'}", "--LabApp.news_url=None",
+               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        self.log = open(self.log_path, "w")
+        self.process = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=self.log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited with {self.process.returncode}:\n{self.log_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/status", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"JupyterLab did not answer within {timeout} s:\n{self.log_text()[-3000:]}")
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        """Stop the server (and the kernels it started) by its process id."""
+        if self.process is None:
+            return
+        pid = self.process.pid
+        if self.process.poll() is None:
+            os.kill(pid, signal.SIGTERM)  # the server shuts its kernels down on SIGTERM
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(pid, signal.SIGKILL)  # its own session: only what it started
+                self.process.wait(timeout=10)
+        self.log.close()
+        self.process = None
+
+
+def copy_notebooks(names, dest: Path) -> Path:
+    """Copies of the notebooks in ``dest`` (the browser runs them there, never in place)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copy2(NOTEBOOKS / name, dest / name)
+    return dest
+
+
+def code_cell_count(notebook: Path) -> int:
+    cells = json.loads(notebook.read_text())["cells"]
+    return sum(c["cell_type"] == "code" for c in cells)
+
+
+def stored_image_count(notebook: Path) -> int:
+    """How many PNG figures the committed notebook shows (the browser run must show them too)."""
+    cells = json.loads(notebook.read_text())["cells"]
+    return sum("image/png" in out.get("data", {}) for c in cells if c["cell_type"] == "code"
+               for out in c.get("outputs", []))
+
+
+def slug(name: str) -> str:
+    return re.sub(r"\.ipynb$", "", name)
+
+
+# ---- the notebooks in JupyterLab (test_browser_*.py) ----
+
+#: Rough single-thread seconds per notebook in the fast profile; only used to share the
+#: notebooks out between the test files so that pytest-xdist (--dist loadfile) balances.
+EXPECTED_SECONDS = {"00": 15, "01": 140, "02": 130, "03": 75, "04": 120, "05": 180, "06": 25}
+SHARDS = 3
+SHOTS = BUILD / "browser"
+# JupyterLab renders an exception like stderr; its text gives it away (a traceback, or
+# IPython's short form for a SyntaxError: "SyntaxError: ..." at the start of a line).
+STDERR = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+ERROR_TEXT = re.compile(r"Traceback \(most recent call last\)|^\w*(Error|Exception)\b", re.M)
+
+
+def all_notebooks() -> list[str]:
+    return sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def shard(index: int, count: int = SHARDS) -> list[str]:
+    """The notebooks of test file ``index`` of ``count``: longest first, each to the
+    least loaded file (every notebook found by the glob lands in exactly one file)."""
+    loads = [0.0] * count
+    owner = {}
+    for name in sorted(all_notebooks(), key=lambda n: (-EXPECTED_SECONDS.get(n[:2], 120), n)):
+        k = loads.index(min(loads))
+        owner[name] = k
+        loads[k] += EXPECTED_SECONDS.get(name[:2], 120)
+    return sorted(n for n, k in owner.items() if k == index)
+
+
+def widget_models(notebook: Path) -> dict[str, int]:
+    """Count of each ipywidgets model in the notebook's stored widget state."""
+    state = json.loads(notebook.read_text())["metadata"].get("widgets", {})
+    models = state.get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    counts: dict[str, int] = {}
+    for m in models.values():
+        counts[m["model_name"]] = counts.get(m["model_name"], 0) + 1
+    return counts
+
+
+def stored_bertviz_views(notebook: Path) -> int:
+    cells = json.loads(notebook.read_text())["cells"]
+    return sum("bertviz-course-" in "".join(out.get("data", {}).get("text/html", ""))
+               for c in cells if c["cell_type"] == "code" for out in c.get("outputs", []))
+
+
+def error_outputs(page) -> list[str]:
+    """The texts of the error outputs (exceptions) shown in the page."""
+    return [t for t in page.locator(STDERR).all_inner_texts() if ERROR_TEXT.search(t)]
+
+
+def _wait(predicate, timeout: float, what: str, poll: float = 1.0, fail=None):
+    """Poll ``predicate()`` until truthy; ``fail()`` may return a message to stop early."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if fail is not None and (message := fail()):
+            raise AssertionError(message)
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def open_notebook(page, lab: JupyterLab, name: str) -> None:
+    """Open ``name`` in JupyterLab and wait until its kernel is idle."""
+    # a workspace of its own, reset: no tabs (and kernels) of earlier notebooks come back
+    page.goto(f"{lab.url}/lab/workspaces/{slug(name)}/tree/{name}?reset", wait_until="domcontentloaded")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+    select_kernel = page.locator(".jp-Dialog button", has_text=re.compile(r"^Select$"))
+    idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    _wait(lambda: idle.count() or (select_kernel.count() and select_kernel.first.click() and False),
+          120, f"the kernel of {name} to start", poll=0.5)
+
+
+def shut_down_kernels(lab: JupyterLab) -> None:
+    """Delete every session (and its kernel) through the REST API."""
+    with urllib.request.urlopen(f"{lab.url}/api/sessions", timeout=10) as r:
+        sessions = json.load(r)
+    for s in sessions:
+        req = urllib.request.Request(f"{lab.url}/api/sessions/{s['id']}", method="DELETE")
+        urllib.request.urlopen(req, timeout=30).close()
+
+
+def run_all_cells(page, name: str, n_code: int, timeout: float) -> float:
+    """Run > Run All Cells; wait until every code cell has an execution count and the
+    kernel is idle; return the wall time in seconds. Stops early on an error output."""
+    prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt")
+    # the stored outputs and execution counts go first, so that all that is seen is new
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Edit$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Clear Outputs of All Cells$")).click()
+    _wait(lambda: not any(re.search(r"\[\d+\]", t) for t in prompts.all_inner_texts())
+          and page.locator(".jp-OutputArea-output").count() == 0, 30, "the stored outputs to clear", poll=0.3)
+    start = time.monotonic()
+    for attempt in range(3):
+        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+        try:  # a click while the kernel still connects can be lost: then click again
+            _wait(lambda: any(re.search(r"\[(\*|\d+)\]", t) for t in prompts.all_inner_texts()),
+                  30, "the first cell to start", poll=0.5)
+            break
+        except AssertionError:
+            if attempt == 2:
+                raise
+
+    state = {}
+
+    def done():
+        texts = prompts.all_inner_texts()
+        state["executed"] = sum(bool(re.fullmatch(r"\s*\[\d+\]:\s*", t)) for t in texts)
+        state["prompts"] = len(texts)
+        state["busy"] = page.locator(".jp-Notebook-ExecutionIndicator[data-status='busy']").count()
+        return state["executed"] == n_code and not state["busy"]
+
+    def failed():
+        errors = error_outputs(page)
+        return f"{name}: an error output appeared:\n{errors[0][-3000:]}" if errors else None
+
+    try:
+        _wait(done, timeout, f"all {n_code} code cells of {name} to run", fail=failed)
+    except AssertionError as err:
+        raise AssertionError(f"{err} (last seen: {state})") from None
+    return time.monotonic() - start
+
+
+def _view_text(box) -> str:
+    return box.locator(".widget-html-content").first.inner_text()
+
+
+def _drag_slider(page, box, to_right: bool) -> None:
+    """Drag the box's slider handle with the mouse to one end of its track."""
+    track = box.locator(".widget-slider .noUi-target").first.bounding_box()
+    handle = box.locator(".widget-slider .noUi-handle").first.bounding_box()
+    assert track and handle, "the slider is not visible"
+    x0, y = handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2
+    x1 = track["x"] + track["width"] + 5 if to_right else track["x"] - 5
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    page.mouse.move((x0 + x1) / 2, y, steps=5)
+    page.mouse.move(x1, y, steps=5)
+    page.mouse.up()
+
+
+def _changes_view(page, box, action, what: str) -> str:
+    before = _view_text(box)
+    action()
+    _wait(lambda: _view_text(box) != before, 20, f"the view to follow {what}", poll=0.2)
+    after = _view_text(box)
+    return f"{what}: the view changed ({before[:45]!r} -> {after[:45]!r})"
+
+
+def exercise_widget_boxes(page, name: str) -> list[str]:
+    """The course's widget boxes (a VBox of controls over an HTML view): pick the last
+    drop-down entry, type a sentence + Enter into a text box, drag the slider with the mouse
+    to one end and back to the other; each must change the view. Returns one line per
+    interaction."""
+    done = []
+    boxes = page.locator(".jp-OutputArea-output .widget-vbox:has(.widget-slider):has(.widget-html)")
+    for i in range(boxes.count()):
+        box = boxes.nth(i)
+        box.scroll_into_view_if_needed()
+        select = box.locator(".widget-dropdown select")
+        if select.count():
+            n = select.first.locator("option").count()
+            assert n > 1, f"{name}: the drop-down has {n} entries"
+            done.append(_changes_view(page, box, lambda: select.first.select_option(index=n - 1),
+                                      f"{name}: drop-down -> entry {n - 1}"))
+        text = box.locator(".widget-text input[type='text']")
+        if text.count():
+            def type_sentence():
+                text.first.fill("Attention is all you need")
+                text.first.press("Enter")
+            done.append(_changes_view(page, box, type_sentence, f"{name}: typed a sentence + Enter"))
+        handle = box.locator(".widget-slider .noUi-handle").first.bounding_box()
+        track = box.locator(".widget-slider .noUi-target").first.bounding_box()
+        at_left = handle["x"] + handle["width"] / 2 < track["x"] + track["width"] / 2
+        for to_right in (at_left, not at_left):
+            done.append(_changes_view(page, box, lambda: _drag_slider(page, box, to_right),
+                                      f"{name}: dragged slider {i} towards its {'right' if to_right else 'left'} end"))
+    return done
+
+
+def check_bertviz_views(page, name: str, expected: int) -> list[str]:
+    """Every bertviz view drew its SVG; the head view follows its drop-down and hover."""
+    done = []
+    views = page.locator(".jp-OutputArea-output [id^='bertviz-course-']")
+    assert views.count() >= expected, f"{name}: {views.count()} bertviz views, expected {expected}"
+    for i in range(views.count()):
+        view = views.nth(i)
+        view.scroll_into_view_if_needed()
+        _wait(lambda: view.locator("svg text, svg line, svg rect").count() > 10, 30,
+              f"{name}: bertviz view {i} to draw", poll=0.3)
+        n_drawn = view.locator("svg text, svg line, svg rect").count()
+        done.append(f"{name}: bertviz view {i} drew {n_drawn} SVG elements offline")
+        filt = view.locator("select#filter")
+        if filt.count():  # the head view of an encoder-decoder: encoder / decoder / cross
+            before = view.locator("svg text").all_inner_texts()
+            values = filt.locator("option").evaluate_all("os => os.map(o => o.value)")
+            target = "cross" if "cross" in values else values[-1]
+            filt.select_option(target)
+            _wait(lambda: view.locator("svg text").all_inner_texts() != before, 10,
+                  f"{name}: the head view to switch to {target}", poll=0.2)
+            done.append(f"{name}: bertviz head view switched to {target!r}; its tokens changed")
+        tokens = view.locator("svg .attentionBoxes ~ g text, svg text")
+        if filt.count() and tokens.count():
+            visible = view.locator("line[visibility='visible']")
+            tokens.first.hover()
+            page.wait_for_timeout(300)
+            done.append(f"{name}: hovered a token in the head view ({visible.count()} lines shown)")
+    return done
+
+
+def check_images(page, name: str, expected: int) -> int:
+    images = page.locator(".jp-OutputArea-output img")
+    loaded = images.evaluate_all("imgs => imgs.filter(i => i.complete && i.naturalWidth > 50).length")
+    assert loaded >= expected, f"{name}: {loaded} figures rendered, the stored notebook has {expected}"
+    return loaded
+
+
+def check_notebook_in_lab(context, lab: JupyterLab, name: str, shots: Path = SHOTS) -> dict:
+    """Open a copy of notebook ``name`` in JupyterLab, run all cells, check it, save a
+    screenshot to ``shots``; return a report (also written as JSON next to the screenshot)."""
+    source = NOTEBOOKS / name
+    page = context.new_page()
+    page_errors: list[str] = []
+    page.on("pageerror", lambda exc: page_errors.append(str(exc)[:300]))
+    report = {"notebook": name}
+    try:
+        start = time.monotonic()
+        open_notebook(page, lab, name)
+        report["open_s"] = round(time.monotonic() - start, 1)
+        n_code = code_cell_count(source)
+        budget = max(300, 5 * EXPECTED_SECONDS.get(name[:2], 180))
+        report["run_all_s"] = round(run_all_cells(page, name, n_code, budget), 1)
+        assert not error_outputs(page), f"{name}: error outputs after Run All: {error_outputs(page)}"
+        report["figures"] = check_images(page, name, stored_image_count(source))
+        models = widget_models(source)
+        sliders = models.get("IntSliderModel", 0) + models.get("FloatSliderModel", 0)
+        report["widgets"] = exercise_widget_boxes(page, name)
+        assert len([d for d in report["widgets"] if "slider" in d]) >= sliders, \
+            f"{name}: {sliders} slider(s) stored but only {report['widgets']} exercised"
+        report["bertviz"] = check_bertviz_views(page, name, stored_bertviz_views(source))
+        # the screenshot: the first interactive view if any, else the last figure
+        focus = page.locator(".jp-OutputArea-output [id^='bertviz-course-'], "
+                             ".jp-OutputArea-output .widget-vbox:has(.widget-slider)")
+        if focus.count() == 0:
+            focus = page.locator(".jp-OutputArea-output img")
+        if focus.count():
+            (focus.first if "bertviz" in str(report["bertviz"]) or report["widgets"] else focus.last
+             ).scroll_into_view_if_needed()
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / f"{slug(name)}.png"))
+        report["page_errors"] = page_errors
+        report["total_s"] = round(time.monotonic() - start, 1)
+        return report
+    except Exception:
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / f"{slug(name)}.FAILED.png"))
+        raise
+    finally:
+        report["page_errors"] = page_errors
+        shots.mkdir(parents=True, exist_ok=True)
+        (shots / f"{slug(name)}.json").write_text(json.dumps(report, indent=1))
+        page.close()
+        shut_down_kernels(lab)
+
+
+def lab_session(names, tmp_path_factory):
+    """Generator for a module fixture: JupyterLab on copies of ``names`` and an offline
+    Chromium; yields (context, lab, blocked URLs); stops both at the end."""
+    root = copy_notebooks(names, tmp_path_factory.mktemp("notebooks"))
+    state = tmp_path_factory.mktemp("lab")
+    env = {"COURSE_PROFILE": os.environ.get("COURSE_PROFILE", "fast"),
+           "COURSE_NUM_THREADS": os.environ.get("COURSE_NUM_THREADS", "1"),
+           "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "PYTHONHASHSEED": "0"}
+    lab = JupyterLab(root, state, env).start()
+    try:
+        with offline_chromium(state / "chromium") as (context, blocked):
+            yield context, lab, blocked
+    finally:
+        lab.stop()

