@@ -446,9 +446,9 @@ class HFEncoder(nn.Module):
 
 # -- fine-tuning heads -----------------------------------------------------------------
 
-class SequenceClassifier(nn.Module):
-    """An encoder plus a linear layer on the [CLS] vector: a batch of dicts with input_ids,
-    token_type_ids, attention_mask -> logits (batch, num_labels). Taught in: 05_bert."""
+class EncoderWithHead(nn.Module):
+    """An encoder plus dropout and a new linear layer on the vectors that ``features``
+    picks from its output; the base of the two fine-tuning models. Taught in: 05_bert."""
 
     def __init__(self, encoder: nn.Module, num_labels: int, dropout: float = 0.1):
         super().__init__()
@@ -457,25 +457,28 @@ class SequenceClassifier(nn.Module):
         self.head = nn.Linear(encoder.d_model, num_labels)
         _init_weights(self.head)
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
-        out = self.encoder(input_ids, token_type_ids, attention_mask)
-        return self.head(self.dropout(out.last[:, 0]))
-
-
-class TokenClassifier(nn.Module):
-    """An encoder plus a linear layer on every token vector: -> logits (batch, n,
-    num_labels). Taught in: 05_bert."""
-
-    def __init__(self, encoder: nn.Module, num_labels: int, dropout: float = 0.1):
-        super().__init__()
-        self.encoder = encoder
-        self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(encoder.d_model, num_labels)
-        _init_weights(self.head)
+    def features(self, out: EncoderOutput) -> torch.Tensor:
+        raise NotImplementedError
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None):
         out = self.encoder(input_ids, token_type_ids, attention_mask)
-        return self.head(self.dropout(out.last))
+        return self.head(self.dropout(self.features(out)))
+
+
+class SequenceClassifier(EncoderWithHead):
+    """Classify a whole input from its [CLS] vector: input_ids, token_type_ids,
+    attention_mask (batch, n) -> logits (batch, num_labels). Taught in: 05_bert."""
+
+    def features(self, out):
+        return out.last[:, 0]
+
+
+class TokenClassifier(EncoderWithHead):
+    """Classify every token from its own vector: -> logits (batch, n, num_labels).
+    Taught in: 05_bert."""
+
+    def features(self, out):
+        return out.last
 
 
 def classification_loss(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:

@@ -46,23 +46,8 @@ SMOKE_STEPS, SMOKE_EVAL = 2, 128
 CELL_TIMEOUT = 300  # seconds; the whole notebook normally takes well under a minute here
 
 # Prepended to the copy that is executed: soft asserts (recorded, not raised).
-SOFT_ASSERTS = '''
-import ast as _ast
-_smoke_failed_asserts = []
+from softassert import SOFT_ASSERTS  # noqa: E402  (shared with the browser test)
 
-def _smoke_check(ok, message, line):
-    if not ok:
-        _smoke_failed_asserts.append(f"line {line}: {message}")
-
-class _SoftAsserts(_ast.NodeTransformer):
-    def visit_Assert(self, node):
-        call = _ast.Call(func=_ast.Name("_smoke_check", _ast.Load()),
-                         args=[node.test, node.msg or _ast.Constant(_ast.unparse(node.test)),
-                               _ast.Constant(node.lineno)], keywords=[])
-        return _ast.copy_location(_ast.Expr(call), node)
-
-get_ipython().ast_transformers.append(_SoftAsserts())
-'''
 REPORT = 'import json as _json; print("SMOKE-SOFT-ASSERTS " + _json.dumps(_smoke_failed_asserts))'
 
 
