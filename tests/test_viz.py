@@ -55,6 +55,10 @@ def test_plot_history_and_by_length():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0-9", "10+"]
     with pytest.raises(ValueError, match="metric must be"):
         viz.plot_by_length({"a": rows}, metric="accuracy")
+    other = [{"bucket": "0-4", "exact_match": 0.7, "bleu": 70.0}]  # another corpus's buckets
+    with pytest.warns(UserWarning, match="leaves out 'es'"):
+        ax = viz.plot_by_length({"a": rows, "es": other, "b": rows})
+    assert [line.get_label() for line in ax.lines] == ["a", "b"]
     with pytest.raises(ValueError, match="has no recorded steps"):
         viz.plot_history(History())
 
