@@ -33,6 +33,7 @@ from typing import Mapping, NamedTuple, Sequence
 import torch
 from torch import nn
 
+from course_utils.attention import causal_mask
 from course_utils.runtime import pick
 from course_utils.transformer import EncoderLayer
 
@@ -334,8 +335,7 @@ class BertEncoder(nn.Module):
         token_type_ids, attention_mask = _check_ids(input_ids, token_type_ids, attention_mask)
         mask = attention_mask.bool()[:, None, :]  # (batch, 1, n): every query sees the real keys
         if causal:
-            n = input_ids.shape[1]
-            mask = mask & torch.ones(n, n, dtype=torch.bool, device=input_ids.device).tril()
+            mask = mask & causal_mask(input_ids.shape[1], device=input_ids.device)
         x = self.embeddings(input_ids, token_type_ids)
         hidden, attentions = [x], []
         for layer in self.layers:

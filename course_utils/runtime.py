@@ -112,14 +112,9 @@ def cap_steps(steps: int | None) -> int | None:
 
 def configure_threads() -> int:
     """Set a CPU thread count that cannot stall; returns the number of threads used."""
-    requested = os.environ.get("COURSE_NUM_THREADS")
-    if requested:
-        try:
-            num_threads = int(requested)
-        except ValueError:
-            raise ValueError(f"COURSE_NUM_THREADS must be a positive int, got {requested!r}") from None
-        if num_threads < 1:
-            raise ValueError(f"COURSE_NUM_THREADS must be a positive int, got {requested!r}")
+    requested = _positive_int_env("COURSE_NUM_THREADS")
+    if requested is not None:
+        num_threads = requested
     elif course_utils.TORCH_LOADED_BEFORE_US and os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
         num_threads = 1  # spin-waiting OpenMP threads may be live: one thread is safe
     else:

@@ -98,18 +98,15 @@ def stored_notebook_times() -> list[dict]:
 
 
 def run_notebook_times(timeout: int = 900) -> list[dict]:
-    """Execute each notebook once (fast profile, in memory) and time it with nbclient."""
-    import nbformat
-    from nbclient import NotebookClient
+    """Execute each notebook once (fast profile, in memory: `make notebooks`' runner without
+    writing back) and time it."""
+    from execute_notebooks import execute
     rows = []
     for path in sorted((ROOT / "notebooks").glob(NOTEBOOK_GLOB)):
-        nb = nbformat.read(path, as_version=4)
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(path.parent)}})
         start = time.perf_counter()
         error = None
         try:
-            client.execute()
+            execute(path, timeout, write=False)
         except Exception as err:  # noqa: BLE001  (reported in the table, not raised)
             error = type(err).__name__
         seconds = time.perf_counter() - start

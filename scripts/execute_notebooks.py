@@ -18,8 +18,9 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 
-def execute(path: Path, timeout: int) -> float:
-    """Execute one notebook in place; return its wall time in seconds."""
+def execute(path: Path, timeout: int, write: bool = True) -> float:
+    """Execute one notebook (in place, or only in memory with ``write=False``); return its
+    wall time in seconds."""
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
@@ -27,7 +28,8 @@ def execute(path: Path, timeout: int) -> float:
     try:
         client.execute()
     finally:
-        nbformat.write(nb, path)
+        if write:
+            nbformat.write(nb, path)
     return time.perf_counter() - start
 
 
