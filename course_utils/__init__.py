@@ -15,8 +15,10 @@ import importlib
 import os
 import sys
 
-# Must happen before torch loads its OpenMP runtime, which reads it once.
+# Must happen before torch loads its OpenMP runtime, which reads it once (at load time).
 TORCH_LOADED_BEFORE_US = "torch" in sys.modules
+#: OMP_WAIT_POLICY as torch's OpenMP runtime saw it, if torch was imported first (else None)
+OMP_POLICY_TORCH_SAW = os.environ.get("OMP_WAIT_POLICY", "") if TORCH_LOADED_BEFORE_US else None
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -3,8 +3,10 @@ attention.
 
 Taught in: 02_bahdanau_attention (score functions, masks, soft lookup),
 04_transformer (scaled dot-product and multi-head attention).
-Leaves out: sparse, linear and flash attention (``torch.nn.functional.
-scaled_dot_product_attention`` is the fast path; 04 compares against it).
+Leaves out: sparse, linear and flash attention. ``torch.nn.functional.
+scaled_dot_product_attention`` (fused kernels that never build the weights) is used as a
+fast path by ``MultiHeadAttention(..., need_weights=False)``, which training takes; the
+written-out version gives the weights the notebooks draw, and the two agree (tested).
 
 Conventions: masks are boolean and ``True`` means *may attend*. Weights of a query
 whose keys are all masked are all zero (never NaN).
@@ -209,13 +211,36 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout: nn.Module | None =
     return weights @ v, weights
 
 
+def fused_attention(q, k, v, mask=None, dropout_p: float = 0.0) -> torch.Tensor:
+    """The output of ``scaled_dot_product_attention`` without the weights, computed by
+    torch's fused kernel (``torch.nn.functional.scaled_dot_product_attention``): faster,
+    less memory. Same shapes and mask convention (bool, True = may attend); a query whose
+    keys are all masked gets a zero output, as in the written-out version.
+    Taught in: 04_transformer (the fast path of multi-head attention)."""
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"queries and keys need the same size d_k, got {q.shape[-1]} and {k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"keys and values need the same length, got {k.shape[-2]} and {v.shape[-2]}")
+    if mask is None:
+        return nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a bool tensor (True = may attend), got {mask.dtype}")
+    any_kept = mask.any(dim=-1, keepdim=True)  # (..., n_q, 1): False where every key is masked
+    # torch's kernel gives NaN for a row with no key: let such rows see every key, then zero them
+    out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~any_kept,
+                                                     dropout_p=dropout_p)
+    return out.masked_fill(~any_kept, 0.0)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention: project, split into heads, attend, concatenate, project (W^O).
 
-    ``forward(query, key, value, mask=None)`` with (batch, n, d_model) inputs; ``mask``
-    is bool (True = may attend) of shape (n_q, n_k), (batch, n_q or 1, n_k) or
-    (batch, heads, n_q, n_k). Returns ``(output (batch, n_q, d_model), weights
-    (batch, heads, n_q, n_k))``. Taught in: 04_transformer.
+    ``forward(query, key, value, mask=None, need_weights=True)`` with (batch, n, d_model)
+    inputs; ``mask`` is bool (True = may attend) of shape (n_q, n_k), (batch, n_q or 1, n_k)
+    or (batch, heads, n_q, n_k). Returns ``(output (batch, n_q, d_model), weights
+    (batch, heads, n_q, n_k))``; with ``need_weights=False`` the weights are None and the
+    output comes from torch's fused kernel (``fused_attention``; the same output up to
+    float rounding, faster: what training uses). Taught in: 04_transformer.
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
@@ -234,7 +259,7 @@ class MultiHeadAttention(nn.Module):
         # (batch, n, d_model) -> (batch, heads, n, d_head)
         return x.view(batch, n, self.num_heads, self.d_head).transpose(1, 2)
 
-    def forward(self, query, key, value, mask=None):
+    def forward(self, query, key, value, mask=None, need_weights: bool = True):
         if query.dim() != 3 or query.shape[-1] != self.d_model:
             raise ValueError(f"query must be (batch, n_q, {self.d_model}), got {tuple(query.shape)}")
         if mask is not None:
@@ -245,8 +270,12 @@ class MultiHeadAttention(nn.Module):
                                  f"(batch, heads, n_q, n_k), got shape {tuple(mask.shape)}")
         # 1. project and split into heads: (batch, heads, n, d_head)
         q, k, v = self._split(self.W_q(query)), self._split(self.W_k(key)), self._split(self.W_v(value))
-        # 2. attend in every head at once
-        out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
+        # 2. attend in every head at once (weights only if asked for: the fused kernel is faster)
+        if need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
+        else:
+            dropout_p = self.dropout.p if self.training else 0.0
+            out, weights = fused_attention(q, k, v, mask, dropout_p), None
         # 3. concatenate the heads: (batch, heads, n_q, d_head) -> (batch, n_q, d_model)
         out = out.transpose(1, 2).reshape(query.shape[0], query.shape[1], self.d_model)
         # 4. mix the heads with W^O

@@ -315,8 +315,9 @@ def _check_ids(input_ids, token_type_ids, attention_mask):
 class BertEncoder(nn.Module):
     """Embeddings and a stack of 04's (pre-LN) encoder layers with full, padding-masked
     self-attention. ``forward(input_ids, token_type_ids=None, attention_mask=None,
-    causal=False)`` returns an ``EncoderOutput``; ``causal=True`` adds GPT's mask (each
-    token sees only itself and the tokens before it). Taught in: 05_bert."""
+    causal=False, need_weights=True)`` returns an ``EncoderOutput`` (its attentions are
+    Nones with ``need_weights=False``: the fused kernel, for training); ``causal=True`` adds
+    GPT's mask (each token sees only itself and the tokens before it). Taught in: 05_bert."""
 
     def __init__(self, cfg: BertConfig):
         super().__init__()
@@ -331,7 +332,8 @@ class BertEncoder(nn.Module):
     def d_model(self) -> int:
         return self.cfg.d_model
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None, causal: bool = False):
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, causal: bool = False,
+                need_weights: bool = True):
         token_type_ids, attention_mask = _check_ids(input_ids, token_type_ids, attention_mask)
         mask = attention_mask.bool()[:, None, :]  # (batch, 1, n): every query sees the real keys
         if causal:
@@ -339,7 +341,7 @@ class BertEncoder(nn.Module):
         x = self.embeddings(input_ids, token_type_ids)
         hidden, attentions = [x], []
         for layer in self.layers:
-            x, weights = layer(x, mask)
+            x, weights = layer(x, mask, need_weights)
             hidden.append(x)
             attentions.append(weights)
         x = self.norm(x)
@@ -383,7 +385,7 @@ class BertForPreTraining(nn.Module):
         return self.mlm_transform(hidden) @ self.bert.embeddings.token.weight.T + self.mlm_bias
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
-        out = self.bert(input_ids, token_type_ids, attention_mask)
+        out = self.bert(input_ids, token_type_ids, attention_mask, need_weights=False)  # fused kernel
         hidden = out.last if labels is None else out.last[labels != IGNORE_INDEX]
         return self.mlm_logits(hidden), self.nsp(self.pooler(out.last[:, 0]))
 
@@ -490,17 +492,22 @@ def classification_loss(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> 
 
 
 @torch.no_grad()
+@torch.no_grad()
 def predict(model: nn.Module, batches) -> tuple[torch.Tensor, torch.Tensor]:
     """Predicted and true labels over ``batches`` (positions labelled -100 dropped), in
-    eval mode. Taught in: 05_bert."""
+    eval mode; batches go to the model's device, the labels come back on the CPU.
+    Taught in: 05_bert."""
+    from course_utils.runtime import check_device
+    device = check_device(model, what="predict")
     was_training = model.training
     model.eval()
     predicted, true = [], []
     for batch in batches:
+        batch = {k: v.to(device) for k, v in batch.items()}
         logits = model(batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask"))
         keep = batch["labels"] != IGNORE_INDEX
-        predicted.append(logits.argmax(-1)[keep])
-        true.append(batch["labels"][keep])
+        predicted.append(logits.argmax(-1)[keep].cpu())
+        true.append(batch["labels"][keep].cpu())
     model.train(was_training)
     return torch.cat(predicted), torch.cat(true)
 
@@ -598,7 +605,9 @@ def train_wordpiece_tokenizer(texts, vocab_size: int, lowercase: bool = True):
     """A WordPiece tokenizer (BERT's: ## marks a piece inside a word) trained with the
     ``tokenizers`` library on ``texts``, wrapped as a ``transformers`` fast tokenizer that
     adds [CLS]/[SEP] and token type ids like MiniLM's. 06_bpe shows how such a vocabulary
-    is learned. Taught in: 05_bert."""
+    is learned. The library breaks ties between equally frequent pairs at random, so a few
+    pieces near the end of the vocabulary can differ between runs (1 run in 12 here, for
+    05's 4,000 pieces): compare vocabularies with a tolerance. Taught in: 05_bert."""
     from tokenizers import BertWordPieceTokenizer
     from tokenizers.models import WordPiece
     from tokenizers.processors import TemplateProcessing
@@ -748,7 +757,9 @@ def evaluate_pretraining(model: BertForPreTraining, tokenizer, pairs, max_len: i
     was_training = model.training
     model.eval()
     total = {"mlm_correct": 0, "mlm_count": 0, "mlm_loss": 0.0, "nsp_correct": 0, "pairs": 0}
+    device = next(model.parameters()).device
     for batch in pretraining_batches(tokenizer, pairs, batch_size, max_len, seed=seed)(0):
+        batch = {k: v.to(device) for k, v in batch.items()}  # made on the CPU
         mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"],
                                        batch["attention_mask"], labels=batch["labels"])
         targets = batch["labels"][batch["labels"] != IGNORE_INDEX]

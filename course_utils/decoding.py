@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from course_utils.data import EOS_ID, PAD_ID, SOS_ID, check_src_batch
+from course_utils.runtime import check_device
 
 
 def map_tensors(fn, tree):
@@ -38,6 +39,7 @@ class Decoded:
 @torch.no_grad()
 def _sample_or_greedy(model, src, src_lengths, max_len, temperature, generator):
     check_src_batch(src, src_lengths)
+    check_device(model, src, src_lengths, what="decoding")
     was_training = model.training
     model.eval()
     memory, state = model.encode(src, src_lengths)
@@ -105,6 +107,7 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
     ``return_all``, every finished hypothesis per sentence as (tokens, score) lists).
     """
     check_src_batch(src, src_lengths)
+    check_device(model, src, src_lengths, what="decoding")
     if not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
     was_training = model.training
@@ -191,6 +194,7 @@ def sequence_log_prob(model, src, src_lengths, tokens: list[list[int]]) -> list[
     """The model's own score of given outputs: summed log-probabilities of each token list
     (ending in <eos>), fed word by word. Taught in: 01_seq2seq_bottleneck."""
     check_src_batch(src, src_lengths)
+    check_device(model, src, src_lengths, what="decoding")
     if len(tokens) != src.shape[0]:
         raise ValueError(f"need one token list per source sentence: {len(tokens)} vs {src.shape[0]}")
     was_training = model.training

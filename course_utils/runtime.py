@@ -8,9 +8,11 @@ bigger models, the real corpus). ``COURSE_PROFILE=fast|full`` chooses; otherwise
 device does (CUDA -> full, anything else -> fast).
 
 Threads: with OpenMP threads that spin-wait, PyTorch on a 2-core machine can stall for
-minutes. ``import course_utils`` sets ``OMP_WAIT_POLICY=PASSIVE`` before torch loads;
-if torch was imported earlier (so the policy cannot take effect any more) ``setup()``
-falls back to one thread. ``COURSE_NUM_THREADS`` overrides the thread count.
+minutes. ``import course_utils`` sets ``OMP_WAIT_POLICY=PASSIVE`` before torch loads, and
+``setup()`` then uses every core (at most 8). If torch was imported earlier without that
+policy (too late to change it), ``setup()`` falls back to one thread and its summary says
+so and how to fix it: every notebook imports course_utils first (a test checks).
+``COURSE_NUM_THREADS`` overrides the thread count.
 
 Smoke test: ``COURSE_SMOKE_STEPS=N`` keeps the profile's models and data but caps every
 training run at N optimiser steps (``training.train`` honours it) and every test split at
@@ -25,6 +27,7 @@ from __future__ import annotations
 import os
 import platform
 import random
+import re
 import sys
 from dataclasses import dataclass, asdict
 
@@ -37,13 +40,41 @@ PROFILES = ("fast", "full")
 
 
 def get_device() -> torch.device:
-    """The best available device: cuda > mps > cpu. Taught in: 00_welcome."""
+    """The best available device: cuda > mps > cpu, or ``$COURSE_DEVICE`` (cpu, cuda,
+    cuda:N, mps) when set. Taught in: 00_welcome."""
+    name = os.environ.get("COURSE_DEVICE", "").strip().lower()
+    if name:
+        if name not in ("cpu", "cuda", "mps") and not re.fullmatch(r"cuda:\d+", name):
+            raise ValueError(f"COURSE_DEVICE must be cpu, cuda, cuda:N or mps, got {name!r}")
+        if name.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"COURSE_DEVICE={name} but torch sees no CUDA GPU")
+        return torch.device(name)
     if torch.cuda.is_available():
         return torch.device("cuda")
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
+
+
+def check_device(model: torch.nn.Module, *tensors: torch.Tensor, what: str = "training") -> torch.device:
+    """The device of ``model``'s parameters, after two checks that stop a silent mistake:
+    CUDA is available but the model sits on the CPU (it would train there, for hours), or a
+    tensor given with it sits on another device (torch would fail deep inside with an
+    index_select message). Both errors name the devices and the fix. Taught in: 00_welcome."""
+    param = next(model.parameters(), None)
+    if param is None:
+        return get_device()
+    here = param.device
+    if here.type == "cpu" and get_device().type == "cuda":
+        raise RuntimeError(f"{what}: the model is on the CPU but a CUDA GPU is available; move it "
+                           "first: model.to(device), with device = torch.device(setup().device) "
+                           "(or run everything on the CPU with COURSE_DEVICE=cpu)")
+    for t in tensors:
+        if torch.is_tensor(t) and t.device.type != here.type:
+            raise RuntimeError(f"{what}: the model is on {here} but its input {tuple(t.shape)} is on "
+                               f"{t.device}; move the input (tensor.to(device), batch.to(device)) first")
+    return here
 
 
 def set_seed(seed: int = 0) -> None:
@@ -110,16 +141,38 @@ def cap_steps(steps: int | None) -> int | None:
     return cap if steps is None else min(steps, cap)
 
 
-def configure_threads() -> int:
-    """Set a CPU thread count that cannot stall; returns the number of threads used."""
+def _usable_cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+MAX_THREADS = 8  # small models gain little from more
+
+
+def thread_choice() -> tuple[int, str]:
+    """How many CPU threads to use, and a note for the summary when it is fewer than the
+    machine offers for a reason the student can fix ('' otherwise).
+
+    ``$COURSE_NUM_THREADS`` wins. Else every usable core (at most 8), unless torch was
+    imported *before* course_utils while ``OMP_WAIT_POLICY`` was not PASSIVE: its OpenMP
+    threads then spin-wait, which can stall a small machine for minutes, so one thread is
+    used and the note says how to get them all (import course_utils first)."""
     requested = _positive_int_env("COURSE_NUM_THREADS")
     if requested is not None:
-        num_threads = requested
-    elif course_utils.TORCH_LOADED_BEFORE_US and os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
-        num_threads = 1  # spin-waiting OpenMP threads may be live: one thread is safe
-    else:
-        num_threads = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                 else (os.cpu_count() or 1), 8))
+        return requested, ""
+    cores = min(_usable_cores(), MAX_THREADS)
+    saw = course_utils.OMP_POLICY_TORCH_SAW  # None: course_utils came first, all is well
+    if saw is not None and saw.strip().upper() != "PASSIVE" and cores > 1:
+        return 1, (f"1 CPU thread instead of {cores}: torch was imported before course_utils, too late "
+                   "to stop its threads from spin-waiting (which can stall a small machine). "
+                   "Import course_utils first and restart the kernel to use them all.")
+    return cores, ""
+
+
+def configure_threads() -> int:
+    """Set a CPU thread count that cannot stall (``thread_choice``); returns it."""
+    num_threads, _ = thread_choice()
     if torch.get_num_threads() != num_threads:
         torch.set_num_threads(num_threads)
     return num_threads
@@ -137,11 +190,13 @@ class Summary:
     torch: str
     numpy: str
     platform: str
+    notes: tuple[str, ...] = ()  # warnings worth a student's attention (threads, profile)
 
     def __str__(self) -> str:
         return (f"course_utils {course_utils.__version__} | Python {self.python} | torch {self.torch}"
                 f" | numpy {self.numpy}\ndevice: {self.device} | profile: {self.profile}"
-                f" | CPU threads: {self.num_threads} | seed: {self.seed}")
+                f" | CPU threads: {self.num_threads} | seed: {self.seed}"
+                + "".join(f"\nNOTE: {note}" for note in self.notes))
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -155,7 +210,8 @@ def setup(seed: int = 0, deterministic: bool = True, verbose: bool = True,
     ``lecture`` switches on large fonts for a projector (default: ``$COURSE_LECTURE=1``).
     Taught in: 00_welcome; called by the first cell of every notebook.
     """
-    num_threads = configure_threads()
+    num_threads, threads_note = thread_choice()
+    configure_threads()
     set_seed(seed)
     device = get_device()
     if deterministic:
@@ -179,6 +235,7 @@ def setup(seed: int = 0, deterministic: bool = True, verbose: bool = True,
         torch=torch.__version__,
         numpy=np.__version__,
         platform=f"{platform.system()} {platform.machine()}",
+        notes=tuple(n for n in (threads_note,) if n),
     )
     if verbose:
         print(summary)

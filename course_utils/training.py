@@ -126,7 +126,9 @@ def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
         raise ValueError(f"time_budget must be positive seconds or None, got {time_budget!r}")
     from course_utils.runtime import cap_steps  # a smoke test (COURSE_SMOKE_STEPS) caps the steps
     max_steps = cap_steps(max_steps)
-    device = torch.device(device) if device is not None else next(model.parameters()).device
+    from course_utils.runtime import check_device  # a model left on the CPU beside a GPU stops here
+    model_device = check_device(model, what="train")
+    device = torch.device(device) if device is not None else model_device
     epoch_batches = batches if callable(batches) else (lambda epoch: batches)
 
     total = max_steps

@@ -138,7 +138,9 @@ class EncoderLayer(nn.Module):
 
     post-LN (paper): x = norm(x + sublayer(x)); pre-LN: x = x + sublayer(norm(x)).
     ``forward(x (batch, n, d), mask)`` with mask (batch, 1, n) or (n, n) bool (True = may
-    attend) returns ``(x, weights (batch, heads, n, n))``. Taught in: 04_transformer.
+    attend) returns ``(x, weights (batch, heads, n, n))``; ``need_weights=False`` gives
+    None for the weights and takes the fused attention kernel (training). Taught in:
+    04_transformer.
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
@@ -150,14 +152,14 @@ class EncoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x, mask=None):
+    def forward(self, x, mask=None, need_weights: bool = True):
         if self.norm_first:
             h = self.norm1(x)
-            a, weights = self.self_attn(h, h, h, mask)
+            a, weights = self.self_attn(h, h, h, mask, need_weights)
             x = x + self.dropout(a)                            # 1. attention + residual
             x = x + self.dropout(self.ff(self.norm2(x)))       # 2. feed-forward + residual
         else:
-            a, weights = self.self_attn(x, x, x, mask)
+            a, weights = self.self_attn(x, x, x, mask, need_weights)
             x = self.norm1(x + self.dropout(a))
             x = self.norm2(x + self.dropout(self.ff(x)))
         return x, weights
@@ -180,6 +182,7 @@ class DecoderLayer(nn.Module):
     ``(y, self_weights (batch, heads, t, t), cross_weights (batch, heads, t, s))``. With
     ``seen`` (batch, t', d), the layer inputs of every position so far (the last t are
     ``y``), self-attention reads keys and values from ``seen``: one-step decoding.
+    ``need_weights=False``: both weights are None (fused attention kernel, for training).
     Taught in: 04_transformer.
     """
 
@@ -193,20 +196,20 @@ class DecoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, y, memory, self_mask=None, memory_mask=None, seen=None):
+    def forward(self, y, memory, self_mask=None, memory_mask=None, seen=None, need_weights: bool = True):
         if self.norm_first:
             h = self.norm1(y)
             hs = h if seen is None else self.norm1(seen)
-            a, self_w = self.self_attn(h, hs, hs, self_mask)
+            a, self_w = self.self_attn(h, hs, hs, self_mask, need_weights)
             y = y + self.dropout(a)                            # 1. masked self-attention
-            a, cross_w = self.cross_attn(self.norm2(y), memory, memory, memory_mask)
+            a, cross_w = self.cross_attn(self.norm2(y), memory, memory, memory_mask, need_weights)
             y = y + self.dropout(a)                            # 2. cross-attention
             y = y + self.dropout(self.ff(self.norm3(y)))       # 3. feed-forward
         else:
             seen = y if seen is None else seen
-            a, self_w = self.self_attn(y, seen, seen, self_mask)
+            a, self_w = self.self_attn(y, seen, seen, self_mask, need_weights)
             y = self.norm1(y + self.dropout(a))
-            a, cross_w = self.cross_attn(y, memory, memory, memory_mask)
+            a, cross_w = self.cross_attn(y, memory, memory, memory_mask, need_weights)
             y = self.norm2(y + self.dropout(a))
             y = self.norm3(y + self.dropout(self.ff(y)))
         return y, self_w, cross_w
@@ -270,32 +273,33 @@ class Transformer(nn.Module):
         # scale by sqrt(d) so that the embeddings are not drowned by the positions
         return self.dropout(position(table(tokens) * math.sqrt(self.cfg.d_model), offset))
 
-    def run_encoder(self, src, src_lengths):
+    def run_encoder(self, src, src_lengths, need_weights: bool = True):
         """Encoder states (batch, s, d), the source mask (batch, s) and every layer's
-        self-attention weights (list of (batch, heads, s, s))."""
+        self-attention weights (list of (batch, heads, s, s); Nones if not ``need_weights``)."""
         check_src_batch(src, src_lengths)
         src_mask = padding_mask(src_lengths, src.shape[1]).to(src.device)  # (batch, s)
         x, weights = self._embed(src, self.src_embedding, self.src_position), []
         for layer in self.encoder_layers:
-            x, w = layer(x, src_mask.unsqueeze(1))  # (batch, 1, s): same keys for every query
+            x, w = layer(x, src_mask.unsqueeze(1), need_weights)  # (batch, 1, s): same keys for every query
             weights.append(w)
         return self.encoder_norm(x), src_mask, weights
 
-    def run_decoder(self, tgt_in, memory, src_mask):
+    def run_decoder(self, tgt_in, memory, src_mask, need_weights: bool = True):
         """Decoder states (batch, t, d) for a teacher-forced prefix ``tgt_in`` (batch, t),
         plus lists of self- and cross-attention weights per layer."""
         t = tgt_in.shape[1]
         self_mask = causal_mask(t, device=tgt_in.device)  # (t, t): no peeking at later words
         y, self_ws, cross_ws = self._embed(tgt_in, self.tgt_embedding, self.tgt_position), [], []
         for layer in self.decoder_layers:
-            y, sw, cw = layer(y, memory, self_mask, src_mask.unsqueeze(1))
+            y, sw, cw = layer(y, memory, self_mask, src_mask.unsqueeze(1), need_weights=need_weights)
             self_ws.append(sw)
             cross_ws.append(cw)
         return self.decoder_norm(y), self_ws, cross_ws
 
     def forward(self, src, src_lengths, tgt_in):
-        memory, src_mask, _ = self.run_encoder(src, src_lengths)
-        y, _, _ = self.run_decoder(tgt_in, memory, src_mask)
+        # no attention weights are kept: the fused kernel is used (same output, faster)
+        memory, src_mask, _ = self.run_encoder(src, src_lengths, need_weights=False)
+        y, _, _ = self.run_decoder(tgt_in, memory, src_mask, need_weights=False)
         return self.generator(y)  # (batch, t, tgt_vocab)
 
     # -- the decoding interface ------------------------------------------------------
@@ -303,7 +307,7 @@ class Transformer(nn.Module):
     def encode(self, src, src_lengths):
         """``memory`` = {states (batch, s, d), mask (batch, s)}; ``state`` = {tokens: the
         prefix fed so far (batch, 0), layers: per decoder layer its inputs so far (batch, 0, d)}."""
-        states, src_mask, _ = self.run_encoder(src, src_lengths)
+        states, src_mask, _ = self.run_encoder(src, src_lengths, need_weights=False)
         batch, d = src.shape[0], self.cfg.d_model
         state = {"tokens": torch.empty(batch, 0, dtype=torch.long, device=src.device),
                  "layers": [states.new_zeros(batch, 0, d) for _ in self.decoder_layers]}

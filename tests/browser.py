@@ -181,9 +181,10 @@ def slug(name: str) -> str:
 
 # ---- the notebooks in JupyterLab (test_browser_*.py) ----
 
-#: Rough single-thread seconds per notebook in the fast profile; only used to share the
-#: notebooks out between the test files so that pytest-xdist (--dist loadfile) balances.
-EXPECTED_SECONDS = {"00": 15, "01": 140, "02": 130, "03": 75, "04": 120, "05": 180, "06": 25}
+#: Rough single-thread seconds per notebook in the browser run (full profile, 2 steps per
+#: run); only used to share the notebooks out between the test files so that
+#: pytest-xdist (--dist loadfile) balances.
+EXPECTED_SECONDS = {"00": 15, "01": 15, "02": 30, "03": 15, "04": 50, "05": 80, "06": 45}
 SHARDS = 3
 SHOTS = BUILD / "browser"
 # JupyterLab renders an exception like stderr; its text gives it away (a traceback, or
@@ -425,6 +426,7 @@ def check_notebook_in_lab(context, lab: JupyterLab, name: str, shots: Path = SHO
         budget = max(300, 5 * EXPECTED_SECONDS.get(name[:2], 180))
         report["run_all_s"] = round(run_all_cells(page, name, n_code, budget), 1)
         assert not error_outputs(page), f"{name}: error outputs after Run All: {error_outputs(page)}"
+        report["profile"] = check_profile_banner(page, name)
         report["figures"] = check_images(page, name, stored_image_count(source))
         models = widget_models(source)
         sliders = models.get("IntSliderModel", 0) + models.get("FloatSliderModel", 0)
@@ -457,13 +459,32 @@ def check_notebook_in_lab(context, lab: JupyterLab, name: str, shots: Path = SHO
         shut_down_kernels(lab)
 
 
-#: Training steps per run in the browser (``COURSE_SMOKE_STEPS``); 0 trains as the profile
-#: says. nbval already runs every notebook in full and checks its numbers; the browser test
-#: checks what nbval cannot (rendering, widgets, offline views), so by default its kernels
-#: train for a few steps only, with soft asserts (softassert.py): a notebook in the browser
-#: then takes seconds, not minutes. ``COURSE_BROWSER_STEPS=0 make browser-test`` runs them
-#: in full.
-BROWSER_STEPS = int(os.environ.get("COURSE_BROWSER_STEPS", "20"))
+#: The browser run is also the full-profile smoke test (one execution, two checks): its
+#: kernels run the ``full`` profile (its models and data) with ``COURSE_SMOKE_STEPS`` steps
+#: per training run and soft asserts (softassert.py), so a notebook takes seconds, not
+#: minutes. nbval already runs every notebook in the fast profile and checks its numbers;
+#: the browser test checks what nbval cannot (rendering, widgets, offline views) and that
+#: the full profile runs top to bottom. ``COURSE_BROWSER_PROFILE=fast`` and
+#: ``COURSE_BROWSER_STEPS=0`` (train as the profile says) change that for ``make browser-test``.
+BROWSER_PROFILE = os.environ.get("COURSE_BROWSER_PROFILE", "full")
+BROWSER_STEPS = int(os.environ.get("COURSE_BROWSER_STEPS", "2"))
+SMOKE_EVAL = 128  # test examples per split in a step-capped run (COURSE_SMOKE_EVAL)
+
+
+def runs_full_profile_smoke() -> bool:
+    """Whether the browser test, as configured, also does the job of
+    test_full_profile_smoke.py (which then skips)."""
+    return missing_browser() is None and BROWSER_PROFILE == "full" and BROWSER_STEPS > 0
+
+
+def check_profile_banner(page, name: str) -> str:
+    """The setup() banner in the page names the browser run's profile and step cap."""
+    text = "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+    assert f"profile: {BROWSER_PROFILE}" in text, f"{name}: setup() did not report profile {BROWSER_PROFILE}"
+    if BROWSER_STEPS > 0:
+        assert f"SMOKE TEST: at most {BROWSER_STEPS} training steps" in text, \
+            f"{name}: setup() did not see the step cap COURSE_SMOKE_STEPS={BROWSER_STEPS}"
+    return f"profile {BROWSER_PROFILE}" + (f", {BROWSER_STEPS} steps per run" if BROWSER_STEPS else "")
 
 
 def lab_session(names, tmp_path_factory):
@@ -475,7 +496,7 @@ def lab_session(names, tmp_path_factory):
     results = state / "results"
     if (REPO / "results").exists():
         shutil.copytree(REPO / "results", results)
-    env = {"COURSE_PROFILE": os.environ.get("COURSE_PROFILE", "fast"),
+    env = {"COURSE_PROFILE": BROWSER_PROFILE,
            "COURSE_NUM_THREADS": os.environ.get("COURSE_NUM_THREADS", "1"),
            "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "PYTHONHASHSEED": "0", "COURSE_RESULTS_DIR": str(results)}
@@ -484,7 +505,8 @@ def lab_session(names, tmp_path_factory):
         startup = state / "ipython" / "profile_default" / "startup"
         startup.mkdir(parents=True)
         (startup / "00-soft-asserts.py").write_text(SOFT_ASSERTS)
-        env.update(COURSE_SMOKE_STEPS=str(BROWSER_STEPS), IPYTHONDIR=str(state / "ipython"))
+        env.update(COURSE_SMOKE_STEPS=str(BROWSER_STEPS), COURSE_SMOKE_EVAL=str(SMOKE_EVAL),
+                   IPYTHONDIR=str(state / "ipython"))
     lab = JupyterLab(root, state, env).start()
     try:
         with offline_chromium(state / "chromium") as (context, blocked):

@@ -341,7 +341,11 @@ def test_the_shipped_small_bert_is_the_fast_model_and_scores_what_its_card_says(
     model, tok, info = B.load_pretrained()           # checks data/SHA256SUMS
     assert model.cfg == B.FAST.model_config()
     train, test = B.split_paragraphs(load_english_text())
-    assert tok.get_vocab() == B.train_wordpiece_tokenizer((p.text for p in train), B.FAST.vocab_size).get_vocab()
+    # the same recipe learns the same vocabulary, up to a few pieces: the tokenizers library
+    # breaks ties between equally frequent pairs at random (1 run in 12 differed here)
+    fresh = B.train_wordpiece_tokenizer((p.text for p in train), B.FAST.vocab_size).get_vocab()
+    assert len(fresh) == len(tok.get_vocab()) == B.FAST.vocab_size
+    assert len(set(fresh) & set(tok.get_vocab())) > 0.99 * B.FAST.vocab_size
     pairs = B.nsp_pairs(B.chapter_documents(test), 2000, seed=1)   # what the script scored
     scores = B.evaluate_pretraining(model, tok, pairs, B.FAST.max_len)
     for key in ("mlm_accuracy", "nsp_accuracy"):

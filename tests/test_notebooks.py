@@ -60,3 +60,22 @@ def test_ignored_outputs_are_followed_by_an_assert(path):
             following = _source(cells[i + 1]) if i + 1 < len(cells) else ""
             assert "assert" in _source(cell) or "assert" in following, \
                 f"cell {i} ignores its output but nothing asserts what matters"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_course_utils_is_imported_before_any_third_party_module(path):
+    """torch reads OMP_WAIT_POLICY once, when it loads: course_utils must come first so that
+    the notebook may use every core without the 2-core stall (course_utils.runtime)."""
+    import ast
+    import sys
+    first_code = next(c for c in _cells(path) if c["cell_type"] == "code")
+    modules = []
+    for node in ast.parse(_source(first_code)).body:
+        if isinstance(node, ast.Import):
+            modules += [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            modules.append((node.module or "").split(".")[0])
+    assert "course_utils" in modules, "the first code cell imports course_utils"
+    before = modules[:modules.index("course_utils")]
+    assert all(m in sys.stdlib_module_names for m in before), \
+        f"imported before course_utils: {[m for m in before if m not in sys.stdlib_module_names]}"

@@ -78,12 +78,38 @@ def test_thread_override_is_validated(monkeypatch):
         runtime.configure_threads()
 
 
-def test_one_thread_when_torch_came_first_without_passive_policy(monkeypatch):
+@pytest.mark.parametrize("torch_saw, expected", [(None, "all"), ("PASSIVE", "all"), ("", 1), ("active", 1)],
+                         ids=["course_utils first", "torch first, passive", "torch first, unset",
+                              "torch first, active"])
+def test_thread_choice_depends_on_what_torch_saw_not_on_import_order(monkeypatch, torch_saw, expected):
     monkeypatch.delenv("COURSE_NUM_THREADS", raising=False)
-    monkeypatch.setattr(course_utils, "TORCH_LOADED_BEFORE_US", True)
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    assert runtime.configure_threads() == 1
-    assert torch.get_num_threads() == 1
+    monkeypatch.setattr(course_utils, "OMP_POLICY_TORCH_SAW", torch_saw)
+    monkeypatch.setattr(runtime, "_usable_cores", lambda: 4)
+    threads, note = runtime.thread_choice()
+    if expected == "all":
+        assert (threads, note) == (4, "")
+    else:
+        assert threads == 1 and "instead of 4" in note and "Import course_utils first" in note
+        monkeypatch.setattr(runtime, "_usable_cores", lambda: 1)   # one core: nothing to warn about
+        assert runtime.thread_choice() == (1, "")
+    monkeypatch.setenv("COURSE_NUM_THREADS", "3")                   # the override always wins
+    assert runtime.thread_choice() == (3, "")
+
+
+@pytest.mark.parametrize("first", ["torch", "course_utils"])
+def test_setup_summary_in_a_fresh_interpreter_says_the_thread_count(first):
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "COURSE_NUM_THREADS")}
+    other = "course_utils" if first == "torch" else "torch"
+    code = (f"import {first}, {other}; from course_utils import runtime; "
+            "runtime._usable_cores = lambda: 2; s = runtime.setup(); print('THREADS', s.num_threads)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert "CPU threads:" in out
+    if first == "torch":
+        assert "THREADS 1" in out and "NOTE: 1 CPU thread instead of 2" in out
+    else:
+        assert "THREADS 2" in out and "NOTE" not in out
 
 
 def test_import_sets_passive_wait_policy():
@@ -119,3 +145,15 @@ def test_bad_smoke_values_name_the_variable(monkeypatch, bad):
     monkeypatch.setenv("COURSE_SMOKE_STEPS", bad)
     with pytest.raises(ValueError, match="COURSE_SMOKE_STEPS must be a positive int"):
         runtime.smoke_steps()
+
+
+def test_course_device_overrides_and_is_validated(monkeypatch):
+    monkeypatch.setenv("COURSE_DEVICE", "cpu")
+    assert runtime.get_device() == torch.device("cpu")
+    monkeypatch.setenv("COURSE_DEVICE", "gpu")
+    with pytest.raises(ValueError, match="COURSE_DEVICE must be cpu, cuda, cuda:N or mps, got 'gpu'"):
+        runtime.get_device()
+    if not torch.cuda.is_available():
+        monkeypatch.setenv("COURSE_DEVICE", "cuda")
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            runtime.get_device()

@@ -206,3 +206,16 @@ def test_smoke_test_caps_steps_and_epochs(one_batch, monkeypatch):
     assert train(model, [batch] * 4, lm_loss, opt, max_steps=300, progress=False).num_steps == 3
     history = train(model, [batch] * 4, lm_loss, opt, num_epochs=12, progress=False)
     assert history.num_steps == 3 and history.stopped_by == "steps"
+
+
+def test_train_refuses_a_model_left_on_the_cpu_beside_a_gpu(one_batch, monkeypatch):
+    """The first GPU run trained BERT on the CPU for hours: train() stops at once instead."""
+    data, batch = one_batch
+    model = TinyDecoderLM(TinyConfig(max(len(data.src_vocab), len(data.tgt_vocab))))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(RuntimeError, match=r"train: the model is on the CPU but a CUDA GPU is available.*model\.to\(device\)"):
+        train(model, [batch], lm_loss, opt, max_steps=1, progress=False)
+    monkeypatch.setenv("COURSE_DEVICE", "cpu")   # asked for the CPU: allowed
+    assert train(model, [batch], lm_loss, opt, max_steps=1, progress=False).num_steps == 1

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils.attention import (MultiHeadAttention, causal_mask, masked_softmax, padding_mask,
+from course_utils.attention import (MultiHeadAttention, causal_mask, fused_attention, masked_softmax, padding_mask,
                                     scaled_dot_product_attention)
 from course_utils.decoding import beam_search, greedy_decode
 from course_utils.transformer import (DecoderLayer, EncoderLayer, Transformer, TransformerConfig,
@@ -69,6 +69,53 @@ def test_multihead_matches_torch_with_padding_and_causal_masks():
     out, _ = ours(x, x, x, causal & keep[:, None, :])
     ref, _ = theirs(x, x, x, attn_mask=~causal, key_padding_mask=~keep)
     torch.testing.assert_close(out, ref)
+
+
+# ---------------------------------------------------------------- the fused fast path
+
+
+@pytest.mark.parametrize("masking", ["none", "padding", "causal", "causal+padding", "a row with no key"])
+def test_fused_path_gives_the_written_out_output_and_gradients(masking):
+    mha = MultiHeadAttention(16, 4)
+    x = torch.randn(3, 6, 16, requires_grad=True)
+    keep = padding_mask(torch.tensor([6, 4, 2]), 6)[:, None, :]  # (batch, 1, n)
+    mask = {"none": None, "padding": keep, "causal": causal_mask(6),
+            "causal+padding": causal_mask(6) & keep,
+            "a row with no key": keep & torch.tensor([True, True, False])[:, None, None]}[masking]
+    slow, weights = mha(x, x, x, mask)
+    fast, none = mha(x, x, x, mask, need_weights=False)
+    assert weights.shape == (3, 4, 6, 6) and none is None
+    torch.testing.assert_close(fast, slow)
+    (g_slow,) = torch.autograd.grad(slow.square().sum(), x)
+    (g_fast,) = torch.autograd.grad(fast.square().sum(), x)
+    torch.testing.assert_close(g_fast, g_slow)
+    assert torch.isfinite(fast).all() and torch.isfinite(g_fast).all()
+    if masking == "a row with no key":   # the third sentence sees nothing: zero output before W^O
+        torch.testing.assert_close(fast[2], mha.W_o.bias.expand(6, 16))
+
+
+def test_fused_attention_rejects_what_the_written_out_one_rejects():
+    q, k = torch.randn(2, 5, 8), torch.randn(2, 7, 8)
+    with pytest.raises(ValueError, match="same size d_k"):
+        fused_attention(q, torch.randn(2, 7, 4), k)
+    with pytest.raises(ValueError, match="same length"):
+        fused_attention(q, k, torch.randn(2, 6, 8))
+    with pytest.raises(TypeError, match="bool"):
+        fused_attention(q, k, k, torch.ones(2, 5, 7))
+
+
+def test_training_forward_equals_the_pass_with_weights():
+    """Transformer.forward (fused) gives the logits of the written-out pass that keeps the weights."""
+    cfg = TransformerConfig(src_vocab_size=20, tgt_vocab_size=22, d_model=16, num_heads=4,
+                            num_encoder_layers=2, num_decoder_layers=2, d_ff=32, dropout=0.0)
+    model = Transformer(cfg)   # train mode, no dropout: both passes are deterministic
+    src, lengths = torch.randint(4, 20, (3, 7)), torch.tensor([7, 5, 2])
+    src[1, 5:], src[2, 2:] = 0, 0
+    tgt_in = torch.randint(4, 22, (3, 6))
+    memory, src_mask, enc_w = model.run_encoder(src, lengths)
+    y, self_w, cross_w = model.run_decoder(tgt_in, memory, src_mask)
+    assert all(w is not None for w in enc_w + self_w + cross_w)
+    torch.testing.assert_close(model(src, lengths, tgt_in), model.generator(y))
 
 
 # ---------------------------------------------------------------- masks: no leaks, no NaN

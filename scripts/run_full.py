@@ -1,0 +1,104 @@
+"""Execute every notebook in the ``full`` profile into a build folder and print a table:
+notebook, wall time, main score, device (what ``make full`` runs).
+
+The committed notebooks are never written: each executed copy goes to ``OUT/NAME.ipynb``,
+the results the notebooks save to ``OUT/results/`` (``COURSE_RESULTS_DIR``), and the table
+to ``OUT/summary.md`` and ``OUT/summary.json``, rewritten after every notebook so that a
+run stopped at a time limit still leaves what it did. Notebooks run in order (later ones
+read what earlier ones saved). Works with any interpreter that has the packages (a GPU
+node without a package index): ``make full PY=python3``.
+
+Usage: python scripts/run_full.py [--out build/full] [--timeout 1800] [notebooks ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main_score(results_dir: Path, since: float) -> str:
+    """The scores of the models this notebook saved (results written after ``since``)."""
+    scores = []
+    for path in sorted(results_dir.glob("full/*.json")):
+        if path.stat().st_mtime < since:
+            continue
+        record = json.loads(path.read_text())
+        parts = [f"BLEU {record['bleu']:.1f}" if isinstance(record.get("bleu"), (int, float)) else "",
+                 f"exact {record['exact_match']:.3f}" if isinstance(record.get("exact_match"), (int, float)) else ""]
+        buckets = [row["exact_match"] for row in record.get("by_length", []) if row.get("exact_match") is not None]
+        if buckets:
+            parts.append(f"worst bucket {min(buckets):.3f}")
+        scores.append(f"{record['name']}: " + ", ".join(p for p in parts if p))
+    return "; ".join(scores) or "-"
+
+
+def device_of(nb) -> str:
+    """The device that setup() reported in the notebook's first outputs."""
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            match = re.search(r"device: (\S+) \| profile: (\w+)", out.get("text", ""))
+            if match:
+                return f"{match.group(1)} ({match.group(2)})"
+    return "?"
+
+
+def write_summary(out: Path, rows: list[dict]) -> str:
+    lines = ["| notebook | wall time (s) | main score | device | status |", "|---|---:|---|---|---|"]
+    lines += [f"| {r['notebook']} | {r['seconds']:.0f} | {r['score']} | {r['device']} | {r['status']} |" for r in rows]
+    total = sum(r["seconds"] for r in rows)
+    lines.append(f"| total | {total:.0f} | | | |")
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    (out / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", type=Path)
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "full")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    args = parser.parse_args(argv)
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ["COURSE_PROFILE"] = "full"                      # the kernels inherit this
+    os.environ["COURSE_RESULTS_DIR"] = str(out / "results")
+    if not notebooks:
+        raise SystemExit("no notebooks to run")
+    rows, failed, table = [], 0, ""
+    for path in notebooks:
+        path = path.resolve()
+        nb = nbformat.read(path, as_version=4)
+        client = NotebookClient(nb, timeout=args.timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}})
+        start, status = time.time(), "ok"
+        try:
+            client.execute()
+        except CellExecutionError as err:
+            last = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()[-1]  # no terminal colours
+            status, failed = f"FAILED: {last[:160]}", failed + 1
+        finally:
+            nbformat.write(nb, out / path.name)
+        rows.append({"notebook": path.name, "seconds": time.time() - start, "status": status,
+                     "score": main_score(out / "results", start), "device": device_of(nb)})
+        print(f"{path.name}: {rows[-1]['seconds']:.0f} s, {status}", flush=True)
+        table = write_summary(out, rows)
+    print("\n" + table)
+    print(f"\nexecuted notebooks, results and this table: {out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""`make full` (scripts/run_full.py): executed copies and a table in the build folder,
+the committed notebooks untouched."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_make_full_writes_copies_and_a_table_and_leaves_the_notebook_alone(tmp_path):
+    notebook = ROOT / "notebooks" / "00_welcome.ipynb"
+    before = notebook.read_bytes()
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_full.py"), "--out", str(tmp_path),
+                          str(notebook)], capture_output=True, text=True, timeout=300)  # 00 trains nothing
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert notebook.read_bytes() == before
+    executed = json.loads((tmp_path / "00_welcome.ipynb").read_text())
+    text = "".join("".join(o.get("text", "")) for c in executed["cells"] for o in c.get("outputs", []))
+    assert "profile: full" in text
+    rows = json.loads((tmp_path / "summary.json").read_text())
+    assert [r["notebook"] for r in rows] == ["00_welcome.ipynb"] and rows[0]["status"] == "ok"
+    assert rows[0]["device"] == "cpu (full)" and rows[0]["seconds"] > 0
+    table = (tmp_path / "summary.md").read_text()
+    assert "| notebook | wall time (s) | main score | device | status |" in table and "00_welcome" in table
+    assert "00_welcome.ipynb" in out.stdout and "| total |" in out.stdout
+
+
+def test_make_full_reports_a_failing_notebook(tmp_path):
+    import nbformat
+    broken = tmp_path / "src" / "99_broken.ipynb"
+    broken.parent.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("raise ValueError('no GPU magic')")])
+    nbformat.write(nb, broken)
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_full.py"), "--out", str(tmp_path / "out"),
+                          str(broken)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1
+    rows = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert rows[0]["status"].startswith("FAILED") and "no GPU magic" in rows[0]["status"]
