@@ -468,7 +468,7 @@ def check_notebook_in_lab(context, lab: JupyterLab, name: str, shots: Path = SHO
 #: ``COURSE_BROWSER_STEPS=0`` (train as the profile says) change that for ``make browser-test``.
 BROWSER_PROFILE = os.environ.get("COURSE_BROWSER_PROFILE", "full")
 BROWSER_STEPS = int(os.environ.get("COURSE_BROWSER_STEPS", "2"))
-SMOKE_EVAL = 64  # test examples per split in a step-capped run (COURSE_SMOKE_EVAL)
+SMOKE_EVAL = 128  # test examples per split in a step-capped run (COURSE_SMOKE_EVAL)
 
 
 def runs_full_profile_smoke() -> bool:

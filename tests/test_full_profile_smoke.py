@@ -2,9 +2,9 @@
 data, but only a few training steps per run (a smoke test; no GPU needed).
 
 How: each notebook is executed with nbclient (a copy in memory; the stored notebook is not
-touched) with ``COURSE_PROFILE=full COURSE_SMOKE_STEPS=2 COURSE_SMOKE_EVAL=64``:
+touched) with ``COURSE_PROFILE=full COURSE_SMOKE_STEPS=2 COURSE_SMOKE_EVAL=128``:
 ``training.train`` stops every run after 2 optimiser steps and ``data.load_synthetic`` /
-``data.es_en_splits`` keep the first 64 test pairs (see ``course_utils.runtime``). After 2 steps no model has learned, so the notebooks' quality
+``data.es_en_splits`` keep the first 128 test pairs (see ``course_utils.runtime``). After 2 steps no model has learned, so the notebooks' quality
 asserts ("exact match > 95 %") cannot hold: an IPython AST transformer, installed by a
 cell prepended to the copy, turns ``assert`` statements into soft checks that are
 recorded and reported, not raised. Everything else that raises (a shape error, a missing
@@ -41,7 +41,7 @@ def _marked(path):
     return pytest.param(path, marks=pytest.mark.xfail(reason=reason, strict=False)) if reason else path
 
 
-SMOKE_STEPS, SMOKE_EVAL = 2, 64
+SMOKE_STEPS, SMOKE_EVAL = 2, 128
 CELL_TIMEOUT = 300  # seconds; the whole notebook normally takes well under a minute here
 
 # Prepended to the copy that is executed: soft asserts (recorded, not raised).
