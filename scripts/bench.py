@@ -394,9 +394,11 @@ def render(report: dict) -> str:
            "same run, interleaved, and are the numbers to compare.",
            "", "GPU (`full` profile): no GPU was available to this run, so there are no "
            "full-profile times or BLEU on the real corpus yet. The full profile is checked on "
-           "a CPU instead: `tests/test_full_profile_smoke.py` runs every notebook in the full "
-           "profile with its full-size models and data but 2 training steps per run "
-           "(`COURSE_SMOKE_STEPS`).", ""]
+           "a CPU instead: every notebook runs in the full profile with its full-size models "
+           "and data but 2 training steps per run (`COURSE_SMOKE_STEPS`), in JupyterLab by the "
+           "browser test (`tests/test_browser_lab_*.py`), or by `tests/test_full_profile_smoke.py` "
+           "where Chromium is missing. On a GPU, `make full` writes the table of wall times and "
+           "scores to `build/full/summary.md`.", ""]
     nb = report.get("notebooks")
     if nb:
         out += ["## Notebooks: wall time in the fast profile (CPU)", "",
