@@ -57,12 +57,13 @@ FOREIGN_FLAG = $(if $(filter strong,$(FOREIGN_ARITHMETIC)),--strong,)
 FOREIGN_ENV = $(if $(filter 1 strong,$(FOREIGN_ARITHMETIC)),$$($(PY) scripts/foreign_arithmetic.py $(FOREIGN_FLAG)),)
 NATIVE_ENV = env -u ATEN_CPU_CAPABILITY -u MKL_CBWR -u ONEDNN_MAX_CPU_ISA
 TEST_RESULTS = build/test/results
+FRESH_TEST_RESULTS = rm -rf $(TEST_RESULTS) && mkdir -p $(TEST_RESULTS) && cp -r results/. $(TEST_RESULTS)/
 test: $(STAMP)
 	@$(CHROMIUM_NOTE)
 	@if [ -n "$(filter 1 strong,$(FOREIGN_ARITHMETIC))" ]; then \
 	    echo "make test: $$($(PY) scripts/foreign_arithmetic.py --explain $(FOREIGN_FLAG))"; \
 	else echo "make test: native arithmetic (FOREIGN_ARITHMETIC=$(FOREIGN_ARITHMETIC)): stored outputs are not checked for portability"; fi
-	@rm -rf $(TEST_RESULTS) && mkdir -p $(TEST_RESULTS) && cp -r results/. $(TEST_RESULTS)/
+	@$(FRESH_TEST_RESULTS)
 	@start=$$(date +%s); env $(FOREIGN_ENV) COURSE_PROFILE=fast COURSE_NUM_THREADS=1 \
 	    COURSE_RESULTS_DIR=$(CURDIR)/$(TEST_RESULTS) $(PY) -m pytest -rs \
 	    -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(NBVAL_ARGS) tests notebooks; rc=$$?; \
@@ -91,7 +92,7 @@ slides: $(STAMP)
 	$(PY) scripts/export_slides.py --out build/slides
 
 nbval: $(STAMP)
-	@rm -rf $(TEST_RESULTS) && mkdir -p $(TEST_RESULTS) && cp -r results/. $(TEST_RESULTS)/
+	@$(FRESH_TEST_RESULTS)
 	env $(FOREIGN_ENV) COURSE_PROFILE=fast COURSE_NUM_THREADS=1 COURSE_RESULTS_DIR=$(CURDIR)/$(TEST_RESULTS) \
 	    $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(NBVAL_ARGS) notebooks
 

@@ -193,6 +193,13 @@ def make_attention(kind: str, query_size: int, key_size: int, hidden_size: int =
 # --------------------------------------------------------------------------------------
 
 
+def _check_qkv(q, k, v) -> None:
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"queries and keys need the same size d_k, got {q.shape[-1]} and {k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"keys and values need the same length, got {k.shape[-2]} and {v.shape[-2]}")
+
+
 def scaled_dot_product_attention(q, k, v, mask=None, dropout: nn.Module | None = None):
     """softmax(q k^T / sqrt(d_k)) v with an optional bool mask (True = may attend).
 
@@ -200,10 +207,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout: nn.Module | None =
     (..., n_q, n_k). Returns ``(output (..., n_q, d_v), weights (..., n_q, n_k))``.
     Taught in: 04_transformer.
     """
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"queries and keys need the same size d_k, got {q.shape[-1]} and {k.shape[-1]}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"keys and values need the same length, got {k.shape[-2]} and {v.shape[-2]}")
+    _check_qkv(q, k, v)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., n_q, n_k)
     weights = masked_softmax(scores, mask)
     if dropout is not None:
@@ -217,10 +221,7 @@ def fused_attention(q, k, v, mask=None, dropout_p: float = 0.0) -> torch.Tensor:
     less memory. Same shapes and mask convention (bool, True = may attend); a query whose
     keys are all masked gets a zero output, as in the written-out version.
     Taught in: 04_transformer (the fast path of multi-head attention)."""
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"queries and keys need the same size d_k, got {q.shape[-1]} and {k.shape[-1]}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"keys and values need the same length, got {k.shape[-2]} and {v.shape[-2]}")
+    _check_qkv(q, k, v)
     if mask is None:
         return nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
     if mask.dtype != torch.bool:

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from course_utils.attention import causal_mask
-from course_utils.runtime import pick
+from course_utils.runtime import check_device, pick
 from course_utils.transformer import EncoderLayer
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -494,18 +494,17 @@ def classification_loss(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> 
 
 
 @torch.no_grad()
-@torch.no_grad()
 def predict(model: nn.Module, batches) -> tuple[torch.Tensor, torch.Tensor]:
     """Predicted and true labels over ``batches`` (positions labelled -100 dropped), in
     eval mode; batches go to the model's device, the labels come back on the CPU.
     Taught in: 05_bert."""
-    from course_utils.runtime import check_device
+    from course_utils.training import to_device
     device = check_device(model, what="predict")
     was_training = model.training
     model.eval()
     predicted, true = [], []
     for batch in batches:
-        batch = {k: v.to(device) for k, v in batch.items()}
+        batch = to_device(batch, device)
         logits = model(batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask"))
         keep = batch["labels"] != IGNORE_INDEX
         predicted.append(logits.argmax(-1)[keep].cpu())
@@ -759,9 +758,10 @@ def evaluate_pretraining(model: BertForPreTraining, tokenizer, pairs, max_len: i
     was_training = model.training
     model.eval()
     total = {"mlm_correct": 0, "mlm_count": 0, "mlm_loss": 0.0, "nsp_correct": 0, "pairs": 0}
-    device = next(model.parameters()).device
+    from course_utils.training import to_device
+    device = check_device(model, what="evaluate_pretraining")
     for batch in pretraining_batches(tokenizer, pairs, batch_size, max_len, seed=seed)(0):
-        batch = {k: v.to(device) for k, v in batch.items()}  # made on the CPU
+        batch = to_device(batch, device)  # made on the CPU
         mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"],
                                        batch["attention_mask"], labels=batch["labels"])
         targets = batch["labels"][batch["labels"] != IGNORE_INDEX]

@@ -170,11 +170,15 @@ def thread_choice() -> tuple[int, str]:
     return cores, ""
 
 
+def _set_threads(num_threads: int) -> None:
+    if torch.get_num_threads() != num_threads:
+        torch.set_num_threads(num_threads)
+
+
 def configure_threads() -> int:
     """Set a CPU thread count that cannot stall (``thread_choice``); returns it."""
     num_threads, _ = thread_choice()
-    if torch.get_num_threads() != num_threads:
-        torch.set_num_threads(num_threads)
+    _set_threads(num_threads)
     return num_threads
 
 
@@ -211,7 +215,7 @@ def setup(seed: int = 0, deterministic: bool = True, verbose: bool = True,
     Taught in: 00_welcome; called by the first cell of every notebook.
     """
     num_threads, threads_note = thread_choice()
-    configure_threads()
+    _set_threads(num_threads)
     set_seed(seed)
     device = get_device()
     if deterministic:

@@ -88,13 +88,14 @@ def _progress(total: int | None, desc: str, enabled: bool):
                 mininterval=0.5, dynamic_ncols=True)
 
 
-def _to_device(batch, device):
+def to_device(batch, device):
+    """A batch (a tensor, a ``Batch``, or lists, tuples and dicts of them) moved to ``device``."""
     if hasattr(batch, "to"):
         return batch.to(device)
     if isinstance(batch, (tuple, list)):
-        return type(batch)(_to_device(b, device) for b in batch)
+        return type(batch)(to_device(b, device) for b in batch)
     if isinstance(batch, Mapping):
-        return {k: _to_device(v, device) for k, v in batch.items()}
+        return {k: to_device(v, device) for k, v in batch.items()}
     return batch
 
 
@@ -164,7 +165,7 @@ def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
                     break
                 if time_budget is not None and time.perf_counter() - start >= time_budget:
                     break
-                batch = _to_device(batch, device)
+                batch = to_device(batch, device)
                 if teacher_forcing is None:
                     ratio, loss = float("nan"), loss_fn(model, batch)
                 else:

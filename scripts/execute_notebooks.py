@@ -18,9 +18,10 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 
-def execute(path: Path, timeout: int, write: bool = True) -> float:
-    """Execute one notebook (in place, or only in memory with ``write=False``); return its
-    wall time in seconds."""
+def execute(path: Path, timeout: int, write: bool = True, out: Path | None = None) -> float:
+    """Execute one notebook (in place, into ``out`` if given, or only in memory with
+    ``write=False``); return its wall time in seconds. The executed notebook is written
+    even when a cell raises."""
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
@@ -29,7 +30,7 @@ def execute(path: Path, timeout: int, write: bool = True) -> float:
         client.execute()
     finally:
         if write:
-            nbformat.write(nb, path)
+            nbformat.write(nb, path if out is None else out)
     return time.perf_counter() - start
 
 

@@ -67,8 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
     args = parser.parse_args(argv)
     import nbformat
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
+
+    from execute_notebooks import execute  # scripts/ is on sys.path when this script runs
 
     notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     out = args.out.resolve()
@@ -80,17 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     rows, failed, table = [], 0, ""
     for path in notebooks:
         path = path.resolve()
-        nb = nbformat.read(path, as_version=4)
-        client = NotebookClient(nb, timeout=args.timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(path.parent)}})
         start, status = time.time(), "ok"
         try:
-            client.execute()
+            execute(path, args.timeout, out=out / path.name)
         except CellExecutionError as err:
             last = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()[-1]  # no terminal colours
             status, failed = f"FAILED: {last[:160]}", failed + 1
-        finally:
-            nbformat.write(nb, out / path.name)
+        nb = nbformat.read(out / path.name, as_version=4)
         rows.append({"notebook": path.name, "seconds": time.time() - start, "status": status,
                      "score": main_score(out / "results", start), "device": device_of(nb)})
         print(f"{path.name}: {rows[-1]['seconds']:.0f} s, {status}", flush=True)

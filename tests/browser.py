@@ -498,8 +498,8 @@ def lab_session(names, tmp_path_factory):
         shutil.copytree(REPO / "results", results)
     # the browser run checks no stored numbers: its kernels take the native (fast) arithmetic
     # even when make test's portability guard set a foreign one (scripts/foreign_arithmetic.py)
-    env = {"ATEN_CPU_CAPABILITY": None, "MKL_CBWR": None, "ONEDNN_MAX_CPU_ISA": None,
-           "COURSE_PROFILE": BROWSER_PROFILE,
+    from foreign_arithmetic import GUARD_KEYS  # scripts/ is on sys.path (conftest.py)
+    env = {**dict.fromkeys(GUARD_KEYS), "COURSE_PROFILE": BROWSER_PROFILE,
            "COURSE_NUM_THREADS": os.environ.get("COURSE_NUM_THREADS", "1"),
            "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "PYTHONHASHSEED": "0", "COURSE_RESULTS_DIR": str(results)}

@@ -11,9 +11,15 @@ os.environ.setdefault("COURSE_NUM_THREADS", "1")
 # the tests and the stored notebooks are CPU runs, also on a machine with a GPU
 os.environ.setdefault("COURSE_DEVICE", "cpu")
 
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
 import pytest  # noqa: E402
 
 import course_utils  # noqa: E402,F401  (sets OMP_WAIT_POLICY before torch loads)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))  # foreign_arithmetic
+from foreign_arithmetic import GUARD_KEYS  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -57,18 +63,14 @@ if not os.path.exists(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    from pathlib import Path
     items.sort(key=lambda item: -EXPECTED_SECONDS.get(Path(str(item.fspath)).name, 0))  # stable
 
 
 # ---- a failed notebook cell under the foreign arithmetic: say what it means ---------------
 
-FOREIGN_KEYS = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
-
-
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     failed = [r.nodeid for r in terminalreporter.stats.get("failed", []) if ".ipynb::" in r.nodeid]
-    foreign = " ".join(f"{k}={os.environ[k]}" for k in FOREIGN_KEYS if k in os.environ)
+    foreign = " ".join(f"{k}={os.environ[k]}" for k in GUARD_KEYS if k in os.environ)
     if failed and foreign:
         terminalreporter.write_sep("-", "notebook cells that failed under the foreign arithmetic path")
         terminalreporter.write_line(

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "foreign_arithmetic.py"
-sys.path.insert(0, str(SCRIPT.parent))
-import foreign_arithmetic  # noqa: E402
+import foreign_arithmetic  # scripts/ is on sys.path (conftest.py)
+
+SCRIPT = Path(foreign_arithmetic.__file__)
 
 PROBE = ("import hashlib, torch; torch.manual_seed(0); x = torch.randn(257, 129); "
          "print(torch.backends.cpu.get_cpu_capability(), "
