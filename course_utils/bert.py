@@ -227,6 +227,7 @@ class BertPretraining:
     names_train: int         # 'names': training sentences
     names_test: int          # 'names': at most this many test sentences
     probe_words: int         # words the per-layer probes of 'names' train on
+    minilm_frozen_layers: int  # MiniLM's embeddings and this many lower layers stay fixed in fine-tuning
     heldout_pairs: int = 2000  # NSP pairs of held-out paragraphs, to score pre-training
 
     def model_config(self) -> BertConfig:
@@ -239,13 +240,13 @@ FAST = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_heads=4, 
                        warmup=80, dropout=0.0, fine_tune_steps=60, fine_tune_batch=16,
                        fine_tune_lr_large=1e-4, fine_tune_lr_small=5e-4, task_max_len=48,
                        book_train_per_class=100, book_test_per_class=50, names_train=800,
-                       names_test=400, probe_words=4000)
+                       names_test=400, probe_words=4000, minilm_frozen_layers=3)
 FULL = BertPretraining(vocab_size=8000, d_model=256, num_layers=4, num_heads=8, d_ff=1024,
                        max_len=128, num_pairs=200_000, batch_size=64, steps=20_000, lr=5e-4,
                        warmup=1000, dropout=0.1, fine_tune_steps=300, fine_tune_batch=32,
                        fine_tune_lr_large=5e-5, fine_tune_lr_small=3e-4, task_max_len=128,
                        book_train_per_class=300, book_test_per_class=100, names_train=3000,
-                       names_test=3000, probe_words=20000)
+                       names_test=3000, probe_words=20000, minilm_frozen_layers=0)
 
 
 def pretraining_recipe(profile: str | None = None) -> BertPretraining:
@@ -256,7 +257,7 @@ def pretraining_recipe(profile: str | None = None) -> BertPretraining:
     recipe = pick(FAST, FULL, profile)
     size = smoke_eval_size()
     if size is not None:
-        per_book = max(2, size // 6)
+        per_book = max(2, size // 32)   # MiniLM's features and fine-tuning at full length cost most
         recipe = replace(recipe, num_pairs=min(recipe.num_pairs, 8 * size),
                          heldout_pairs=min(recipe.heldout_pairs, size),
                          book_train_per_class=min(recipe.book_train_per_class, per_book),

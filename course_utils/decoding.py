@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from course_utils.data import EOS_ID, PAD_ID, SOS_ID, check_src_batch
-from course_utils.runtime import check_device
+from course_utils.runtime import cap_decode_len, check_device
 
 
 def map_tensors(fn, tree):
@@ -40,6 +40,7 @@ class Decoded:
 def _sample_or_greedy(model, src, src_lengths, max_len, temperature, generator):
     check_src_batch(src, src_lengths)
     check_device(model, src, src_lengths, what="decoding")
+    max_len = cap_decode_len(max_len)  # only in a smoke test
     was_training = model.training
     model.eval()
     memory, state = model.encode(src, src_lengths)
@@ -110,6 +111,7 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
     check_device(model, src, src_lengths, what="decoding")
     if not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
+    max_len = cap_decode_len(max_len)  # only in a smoke test
     was_training = model.training
     model.eval()
     batch, K, device = src.shape[0], beam_size, src.device

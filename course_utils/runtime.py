@@ -19,7 +19,8 @@ training run at N optimiser steps (``training.train`` honours it) and every test
 ``COURSE_SMOKE_EVAL`` examples (default 128; ``data.load_synthetic`` and
 ``data.es_en_splits`` honour it: decoding the test sets is what costs; validation splits
 are kept whole, notebooks index into them), so that the ``full`` profile can be checked
-on a CPU in minutes (tests/test_full_profile_smoke.py). Numbers printed then mean nothing.
+on a CPU in minutes (tests/test_full_profile_smoke.py); ``decoding`` then writes at most
+``SMOKE_DECODE_LEN`` tokens per output. Numbers printed then mean nothing.
 """
 
 from __future__ import annotations
@@ -139,6 +140,17 @@ def cap_steps(steps: int | None) -> int | None:
     if cap is None:
         return steps
     return cap if steps is None else min(steps, cap)
+
+
+#: in a smoke test, the longest output a decoder writes (an untrained model rarely ends its
+#: outputs, and decoding every test sentence to the full length was most of a smoke run)
+SMOKE_DECODE_LEN = 12
+
+
+def cap_decode_len(max_len: int) -> int:
+    """``max_len`` (tokens a decoder may write) capped at ``SMOKE_DECODE_LEN`` in a smoke
+    test; unchanged outside one."""
+    return max_len if smoke_steps() is None else min(max_len, SMOKE_DECODE_LEN)
 
 
 def _usable_cores() -> int:
