@@ -45,14 +45,19 @@ class TransformerConfig:
     dropout: float = 0.1
     norm_first: bool = True     # pre-LN (True) or post-LN as in the paper (False)
     norm: str = "layer"         # 'layer' or 'batch' (the comparison in 04)
+    decoder_norm: str | None = None  # the decoder's norm if not ``norm`` ('layer' with norm='batch':
+                                     # BatchNorm in a causal decoder leaks later words in training)
     positional: str = "sinusoidal"  # 'sinusoidal', 'learned' or 'none'
     max_len: int = 256          # longest sequence the positional table covers
 
     def __post_init__(self):
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}")
-        if self.norm not in ("layer", "batch"):
-            raise ValueError(f"norm must be 'layer' or 'batch', got {self.norm!r}")
+        for name in ("norm", "decoder_norm"):
+            value = getattr(self, name)
+            if value not in ("layer", "batch") and not (name == "decoder_norm" and value is None):
+                raise ValueError(f"{name} must be 'layer' or 'batch'"
+                                 + (" (or None: as norm)" if name == "decoder_norm" else "") + f", got {value!r}")
         if self.positional not in ("sinusoidal", "learned", "none"):
             raise ValueError(f"positional must be 'sinusoidal', 'learned' or 'none', got {self.positional!r}")
 
@@ -254,12 +259,15 @@ class Transformer(nn.Module):
         self.tgt_embedding = nn.Embedding(cfg.tgt_vocab_size, d, padding_idx=PAD_ID)
         self.src_position = make_positional(cfg.positional, d, cfg.max_len)
         self.tgt_position = make_positional(cfg.positional, d, cfg.max_len)
-        layer_args = (d, cfg.num_heads, cfg.d_ff, cfg.dropout, cfg.norm_first, cfg.norm)
-        self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(cfg.num_encoder_layers))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(cfg.num_decoder_layers))
+        decoder_norm = cfg.norm if cfg.decoder_norm is None else cfg.decoder_norm
+        layer_args = (d, cfg.num_heads, cfg.d_ff, cfg.dropout, cfg.norm_first)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args, cfg.norm)
+                                            for _ in range(cfg.num_encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args, decoder_norm)
+                                            for _ in range(cfg.num_decoder_layers))
         # pre-LN leaves the residual stream un-normalised: one final norm on each side
         self.encoder_norm = make_norm(cfg.norm, d) if cfg.norm_first else nn.Identity()
-        self.decoder_norm = make_norm(cfg.norm, d) if cfg.norm_first else nn.Identity()
+        self.decoder_norm = make_norm(decoder_norm, d) if cfg.norm_first else nn.Identity()
         self.generator = nn.Linear(d, cfg.tgt_vocab_size)
         self.dropout = nn.Dropout(cfg.dropout)
         for p in self.parameters():  # Xavier for every matrix, as in the reference code

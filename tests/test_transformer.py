@@ -299,3 +299,21 @@ def test_warmup_scheduler_without_warmup_and_with_cooldown():
     assert lrs == pytest.approx(expected)
     with pytest.raises(ValueError, match="cooldown needs total_steps"):
         warmup_scheduler(opt, 10, cooldown=5)
+
+
+def test_batch_norm_in_the_decoder_leaks_later_words_and_decoder_norm_layer_stops_it():
+    from course_utils.norms import SequenceBatchNorm
+    src, lengths = torch.randint(4, 12, (3, 5)), torch.tensor([5, 4, 3])
+    tgt_in = torch.randint(4, 12, (3, 6))
+    for decoder_norm, leaks in ((None, True), ("layer", False)):
+        torch.manual_seed(0)
+        model = _tiny(norm="batch", norm_first=False, decoder_norm=decoder_norm).train()
+        assert isinstance(model.encoder_layers[0].norm1, SequenceBatchNorm)
+        assert isinstance(model.decoder_layers[0].norm1, SequenceBatchNorm if leaks else nn.LayerNorm)
+        changed = tgt_in.clone()
+        changed[0, 4] = 4 if tgt_in[0, 4] != 4 else 5            # a later word of sentence 0
+        before, after = model(src, lengths, tgt_in), model(src, lengths, changed)
+        moved = (before - after)[0, :4].abs().max().item()       # positions 0-3 must not see word 4
+        assert (moved > 1e-4) if leaks else (moved < 1e-6), (decoder_norm, moved)
+    with pytest.raises(ValueError, match=r"decoder_norm must be 'layer' or 'batch' \(or None: as norm\), got 'group'"):
+        TransformerConfig(10, 10, decoder_norm="group")
