@@ -235,6 +235,15 @@ def _config_dict(config) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in config.items()}
 
 
+def _with_defaults(config, found: Mapping) -> dict:
+    """A checkpoint's config with the fields it predates set to the config class's defaults:
+    a field added to a dataclass later (with a default) does not invalidate older checkpoints."""
+    if not (dataclasses.is_dataclass(config) and not isinstance(config, type)):
+        return dict(found)
+    defaults = {f.name: f.default for f in dataclasses.fields(config) if f.default is not dataclasses.MISSING}
+    return _config_dict({**{k: v for k, v in defaults.items() if k not in found}, **found})
+
+
 def save_checkpoint(path: str | Path, model: nn.Module, config, optimizer=None,
                     extra: Mapping[str, Any] | None = None) -> Path:
     """Write model (and optimiser) state with its config, atomically: a crash never
@@ -267,11 +276,12 @@ def load_checkpoint(path: str | Path, model: nn.Module, config, optimizer=None,
         raise FileNotFoundError(f"no checkpoint at {path}; train the model first "
                                 "(or set skip_training = False)")
     state = torch.load(path, map_location=map_location, weights_only=True)
-    expected, found = _config_dict(config), state.get("config", {})
+    expected, found = _config_dict(config), _with_defaults(config, state.get("config", {}))
     if expected != found:
         keys = sorted(set(expected) | set(found))
+        missing = object()
         diff = [f"  {k}: checkpoint has {found.get(k, '<missing>')!r}, model has "
-                f"{expected.get(k, '<missing>')!r}" for k in keys if expected.get(k) != found.get(k)]
+                f"{expected.get(k, '<missing>')!r}" for k in keys if expected.get(k, missing) != found.get(k, missing)]
         raise CheckpointMismatchError(f"{path} was saved with another configuration:\n"
                                       + "\n".join(diff)
                                       + "\nretrain, or build the model with the checkpoint's config")

@@ -219,3 +219,15 @@ def test_train_refuses_a_model_left_on_the_cpu_beside_a_gpu(one_batch, monkeypat
         train(model, [batch], lm_loss, opt, max_steps=1, progress=False)
     monkeypatch.setenv("COURSE_DEVICE", "cpu")   # asked for the CPU: allowed
     assert train(model, [batch], lm_loss, opt, max_steps=1, progress=False).num_steps == 1
+
+
+def test_a_config_field_added_later_with_its_default_keeps_old_checkpoints_loadable(tmp_path):
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Grown(TinyConfig):      # TinyConfig with a field added after the checkpoint was saved
+        norm: str | None = None
+    path = save_checkpoint(tmp_path / "m.pt", TinyDecoderLM(TinyConfig(20)), TinyConfig(20))
+    load_checkpoint(path, TinyDecoderLM(Grown(20)), Grown(20))            # default: loads
+    with pytest.raises(CheckpointMismatchError, match=r"norm: checkpoint has None, model has 'batch'"):
+        load_checkpoint(path, TinyDecoderLM(Grown(20)), Grown(20, norm="batch"))
