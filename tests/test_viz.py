@@ -74,4 +74,8 @@ def test_lecture_style_is_larger():
 
 def test_length_histogram():
     ax = viz.length_histogram({"en": [3, 4, 4, 10], "de": [5, 5]})
-    assert len(ax.containers) == 2 and ax.get_xlabel() == "length (tokens)"
+    assert len(ax.patches) == 2 and ax.get_xlabel() == "length (words)" and ax.get_ylabel() == "sentences"
+    counts = [p.get_path().vertices[:, 1].max() for p in ax.patches]
+    assert counts == [2, 2]                                  # the tallest bins: two 4s, two 5s
+    ax = viz.length_histogram({"verses": [1, 2]}, unit="pieces", counted="verses")
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("length (pieces)", "verses")
