@@ -579,8 +579,14 @@ def load_es_en(max_len: int | None = 20, folder=None) -> list[tuple[str, str, st
 
 def es_en_splits(max_len: int | None = 20, num_valid: int = 500, num_test: int = 500,
                  seed: int = 0, folder=None) -> Splits:
-    """Fixed random train/valid/test splits of the (english, spanish) pairs."""
-    pairs = [(en, es) for _, en, es in load_es_en(max_len, folder)]
+    """Fixed random train/valid/test splits of the (english, spanish) pairs. A verse text that
+    recurs ("Yahweh spoke to Moses, saying," 70 times) is kept once, before splitting: a
+    source sentence in the test split is never one seen in training."""
+    pairs, seen = [], set()
+    for _, en, es in load_es_en(max_len, folder):
+        if en not in seen:      # the first occurrence (in canonical order) of each English verse
+            seen.add(en)
+            pairs.append((en, es))
     if num_valid + num_test >= len(pairs):
         raise ValueError(f"num_valid + num_test = {num_valid + num_test} leaves no training "
                          f"pairs out of {len(pairs)}")

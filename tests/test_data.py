@@ -267,7 +267,11 @@ def test_es_en_corpus_contents():
     assert all(en.strip() and es.strip() and "<" not in en for _, en, es in rows)
     splits = data.es_en_splits(max_len=20, num_valid=300, num_test=300)
     assert len(splits.valid) == len(splits.test) == 300
-    assert len(splits.train) + 600 == len(short)
+    distinct = len({en for _, en, _ in short})
+    assert distinct < len(short) - 200                     # recurring verses ("Yahweh spoke to Moses, ...")
+    assert len(splits.train) + 600 == distinct             # each English verse kept once
+    english = [{en for en, _ in part} for part in (splits.train, splits.valid, splits.test)]
+    assert sum(map(len, english)) == distinct              # so no source is in two splits
     assert splits == data.es_en_splits(max_len=20, num_valid=300, num_test=300)
     with pytest.raises(ValueError, match="leaves no training pairs"):
         data.es_en_splits(max_len=20, num_valid=len(short), num_test=1)
