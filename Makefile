@@ -49,8 +49,8 @@ lab: $(STAMP)
 # while `make notebooks` stores outputs natively; a stored number that depends on the last
 # bits of a training run fails here, as it would on a student's laptop.
 # FOREIGN_ARITHMETIC=strong: unvectorised kernels (moves more bits: for outputs of pre-trained
-# models and fits; about 1.1x the notebooks' time); FOREIGN_ARITHMETIC=0: native. Results the notebooks save go to a copy (build/test/results), never into
-# results/. Files run longest first (tests/conftest.py) so that the two workers finish together.
+# models and fits; about 1.1x the notebooks' time); FOREIGN_ARITHMETIC=0: native.
+# Results the notebooks save go to a copy (build/test/results), never into results/. Files run longest first (tests/conftest.py) so that the two workers finish together.
 NBVAL_ARGS = --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 FOREIGN_ARITHMETIC ?= 1
 FOREIGN_FLAG = $(if $(filter strong,$(FOREIGN_ARITHMETIC)),--strong,)

@@ -53,11 +53,10 @@ class TransformerConfig:
     def __post_init__(self):
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}")
-        for name in ("norm", "decoder_norm"):
-            value = getattr(self, name)
-            if value not in ("layer", "batch") and not (name == "decoder_norm" and value is None):
-                raise ValueError(f"{name} must be 'layer' or 'batch'"
-                                 + (" (or None: as norm)" if name == "decoder_norm" else "") + f", got {value!r}")
+        if self.norm not in ("layer", "batch"):
+            raise ValueError(f"norm must be 'layer' or 'batch', got {self.norm!r}")
+        if self.decoder_norm not in (None, "layer", "batch"):
+            raise ValueError(f"decoder_norm must be 'layer' or 'batch' (or None: as norm), got {self.decoder_norm!r}")
         if self.positional not in ("sinusoidal", "learned", "none"):
             raise ValueError(f"positional must be 'sinusoidal', 'learned' or 'none', got {self.positional!r}")
 

@@ -25,9 +25,10 @@ issue has the table):
 
 The issue's three fragile cells of 05 (fill-in words and fine-tuning table, both from
 training; the probe table, from a logistic regression that stopped at 200 iterations):
-the strong guard caught all three, the cheap one the two from training. With the probe made a converged fit on standardised features,
-its table passes unchanged under both paths (it is no longer fragile), and both guards
-still catch the other two when their ``NBVAL_IGNORE_OUTPUT`` markers are taken out.
+the strong guard caught all three, the cheap one the two from training. With the probe
+made a converged fit on standardised features, its table passes unchanged under both paths
+(it is no longer fragile), and both guards still catch the other two when their
+``NBVAL_IGNORE_OUTPUT`` markers are taken out.
 
 So there are two guards. ``make test`` takes the cheap one: one step below the native
 path (AVX-512 -> ``avx2`` kernels and MKL's and oneDNN's AVX2 paths: no extra time;
@@ -53,8 +54,9 @@ FOREIGN = {
     "AVX2": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"},
     "SVE256": {"ATEN_CPU_CAPABILITY": "default"},
 }
-#: the strong guard: PyTorch's unvectorised kernels whatever the native path (MKL and oneDNN
-#: one step down as in the cheap guard; oneDNN's SSE4.1 path would make 03's convolutions 3x slower)
+#: unvectorised kernels: the whole foreign path of a CPU not listed in FOREIGN; the strong
+#: guard takes only its ATen setting (MKL and oneDNN stay one step down as in the cheap
+#: guard: oneDNN's SSE4.1 path would make 03's convolutions 3x slower)
 STRONG = {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"}
 
 

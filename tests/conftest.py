@@ -52,14 +52,14 @@ def padded_batch(small_synthetic):
 #: a file not listed counts as cheap). With --dist loadfile --no-loadscope-reorder (Makefile)
 #: each worker takes the next file in this order when it is free: longest first.
 EXPECTED_SECONDS = {
-    "05_bert.ipynb": 240, "test_browser_lab_c.py": 140, "test_browser_lab_b.py": 130,
-    "test_browser_lab_a.py": 125, "01_seq2seq_bottleneck.ipynb": 110, "02_bahdanau_attention.ipynb": 90,
-    "04_transformer.ipynb": 85, "03_convs2s.ipynb": 65, "test_assignments.py": 62, "test_slides.py": 40,
-    "test_foreign_arithmetic.py": 30, "06_bpe.ipynb": 25, "test_run_full.py": 15, "00_welcome.ipynb": 10,
+    "05_bert.ipynb": 205, "test_browser_lab_c.py": 120, "01_seq2seq_bottleneck.ipynb": 105,
+    "04_transformer.ipynb": 97, "02_bahdanau_attention.ipynb": 84, "test_browser_lab_b.py": 83,
+    "test_browser_lab_a.py": 70, "test_assignments.py": 60, "03_convs2s.ipynb": 56, "test_slides.py": 40,
+    "06_bpe.ipynb": 19, "test_foreign_arithmetic.py": 16, "test_run_full.py": 13, "00_welcome.ipynb": 8,
     "test_full_profile_smoke.py": 5,   # skipped when the browser test runs the full profile...
 }
 if not os.path.exists(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")):
-    EXPECTED_SECONDS["test_full_profile_smoke.py"] = 220   # ...which it cannot without Chromium
+    EXPECTED_SECONDS["test_full_profile_smoke.py"] = 150   # ...which it cannot without Chromium
 
 
 def pytest_collection_modifyitems(session, config, items):
