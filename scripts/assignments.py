@@ -3,6 +3,7 @@
 Usage:
     python scripts/assignments.py release [--force]          # what `make assignments` runs
     python scripts/assignments.py grade SUBMISSION.ipynb     # what `make grade` runs
+    python scripts/assignments.py grade FOLDER/              # a class: FOLDER/grades.csv
 
 Each assignment is one nbgrader *source* notebook, ``assignments/source/<name>/<name>.ipynb``,
 whose cells carry nbgrader metadata (``grade``, ``solution``, ``locked``, ``grade_id``,
@@ -21,9 +22,15 @@ it) is never overwritten: the command names the file and stops, unless ``--force
 notebook (hidden tests included), puts the student's answer cells into it by
 ``grade_id``, sets ``skip_training = True`` (the model is loaded from a checkpoint instead
 of trained: ``<checkpoint>.pt`` beside the submission if the student handed one in, else
-the reference one shipped in ``assignments/source/<name>/``), runs it offline with nbclient
-(fast profile, one CPU thread) and counts points as nbgrader does: a test cell that
-raises (or writes to stderr) scores 0, one that runs scores its points.
+the reference one shipped in ``assignments/source/<name>/``, and the questions on the
+trained model score 0), runs it offline with nbclient (fast profile, one CPU thread) and
+counts points as nbgrader does: a test cell that raises (or writes to stderr) scores 0,
+one that runs scores its points. Before that, ``answer_checks`` reads the answer cells: a
+question whose code reaches a reference answer (``course_utils`` beyond what the read-only
+cells hand out, or a library implementation the source's metadata lists) scores 0, and an
+answer that hides code or monkeypatches what the tests use costs every later question.
+A folder is graded one submission per child process, several at a time, each stopped at
+a time limit; the result is ``grades.csv`` and one feedback notebook per student.
 
 Leaves out: the nbgrader gradebook database, late penalties, manual grading, feedback
 HTML (use a full nbgrader course for those; the notebooks are compatible).
@@ -33,17 +40,25 @@ from __future__ import annotations
 
 import argparse
 import copy
+import csv
 import hashlib
+import io
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import answer_checks  # noqa: E402  (scripts/answer_checks.py, beside this file)
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "assignments" / "source"
@@ -285,16 +300,63 @@ def assemble(submission, source) -> Assembled:
     return out
 
 
+# --------------------------------------------------------------------------------------
+# What an answer may not do, and the questions that need the student's trained model
+# --------------------------------------------------------------------------------------
+
+def answer_rules(source) -> answer_checks.Rules:
+    """The allowed and forbidden names of an assignment, from its source notebook: its
+    read-only cells and ``metadata.course.reference_answers`` (see scripts/answer_checks.py)."""
+    listed = source.metadata.get("course", {}).get("reference_answers", [])
+    return answer_checks.Rules(source.cells, listed, is_answer=is_answer_cell, is_test=is_test_cell)
+
+
+def answer_names(source) -> set[str]:
+    """The names the lecturer's solutions bind (what the answer cells are expected to define)."""
+    names = set()
+    for cell in source.cells:
+        tree = answer_checks.parse(cell.source) if is_answer_cell(cell) else None
+        if tree is not None:
+            names |= {n for stmt in tree.body for n in answer_checks.bound_names(stmt)}
+    return names
+
+
+def check_answers(nb, source) -> answer_checks.Report:
+    """The findings of the answer cells of ``nb`` (the notebook the grader runs)."""
+    return answer_checks.check(nb.cells, answer_rules(source), is_answer=is_answer_cell,
+                               is_test=is_test_cell, grade_id=grade_id, answer_names=answer_names(source))
+
+
+def trained_model_questions(source) -> list[str]:
+    """grade_ids of the test cells that grade the trained model: those after the read-only
+    cell that reads ``skip_training`` (it trains the model or loads the checkpoint)."""
+    cells = source.cells
+    for i, cell in enumerate(cells):
+        tree = answer_checks.parse(cell.source) if cell.cell_type == "code" else None
+        if tree is not None and not is_answer_cell(cell) and "skip_training" in answer_checks.loaded_names(tree):
+            return [grade_id(c) for c in cells[i:] if is_test_cell(c)]
+    return []
+
+
+# --------------------------------------------------------------------------------------
+# Running and counting
+# --------------------------------------------------------------------------------------
+
+NO_CHECKPOINT = "no checkpoint: reference weights used"
+
+
 @dataclass
 class Result:
     """Points per test cell of one graded submission."""
     assignment: str
     scores: dict[str, tuple[float, float]]  # grade_id -> (score, max)
-    errors: dict[str, str]                  # grade_id -> first line of the error
+    errors: dict[str, str]                  # grade_id -> why it lost points
     seconds: float
     checkpoint: str
     assembled: Assembled
     executed: "nbformat.NotebookNode"
+    flags: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # what the answer check found
 
     @property
     def total(self) -> float:
@@ -308,6 +370,9 @@ class Result:
         """The per-question table that ``make grade`` prints."""
         width = max(len(k) for k in self.scores) + 2
         lines = [f"assignment {self.assignment}; {self.checkpoint}"]
+        if self.flags:
+            lines.append("flags: " + "; ".join(self.flags))
+        lines += [f"answer check: {line}" for line in self.findings]
         if self.assembled.missing:
             lines.append("answer cells missing from the submission (graded as stubs): "
                          + ", ".join(self.assembled.missing))
@@ -324,8 +389,9 @@ class Result:
     def as_dict(self) -> dict:
         return {"assignment": self.assignment, "total": self.total, "max_total": self.max_total,
                 "scores": {k: {"score": s, "max": m} for k, (s, m) in self.scores.items()},
-                "errors": self.errors, "seconds": round(self.seconds, 1),
-                "checkpoint": self.checkpoint, "missing_answers": self.assembled.missing}
+                "errors": self.errors, "seconds": round(self.seconds, 1), "flags": self.flags,
+                "findings": self.findings, "checkpoint": self.checkpoint,
+                "missing_answers": self.assembled.missing}
 
 
 def _error_line(cell) -> str:
@@ -338,20 +404,53 @@ def _error_line(cell) -> str:
     return ""
 
 
-def execute(nb, workdir: Path, timeout: int = 900) -> None:
+TIME_LIMIT_ERROR = "TimeLimit"
+
+
+def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = None) -> bool:
     """Run ``nb`` in place in ``workdir`` with the course kernel, offline, on one CPU thread;
-    errors are kept in the outputs (every cell runs)."""
+    errors are kept in the outputs (every cell runs). ``timeout``: seconds per cell;
+    ``time_limit``: seconds for the whole notebook, after which the running cell is
+    interrupted and the remaining cells are not run (their output says so). Returns
+    whether the time limit was reached."""
     from nbclient import NotebookClient
+
+    deadline = time.monotonic() + time_limit if time_limit else None
+    stopped = []
+
+    class Client(NotebookClient):
+        async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+            if deadline is not None and cell.cell_type == "code" and time.monotonic() >= deadline:
+                stopped.append(cell_index)
+                cell.outputs = [nbformat.v4.new_output(
+                    "error", ename=TIME_LIMIT_ERROR, traceback=[],
+                    evalue=f"not run: the submission's time limit ({time_limit:g} s) was reached")]
+                return cell
+            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+
+    def cell_timeout(cell):
+        if deadline is None:
+            return timeout
+        return max(1, min(timeout, int(deadline - time.monotonic()) + 1))
+
     env = {**os.environ, **GRADING_ENV}
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(workdir)}})
+    client = Client(nb, timeout=timeout, timeout_func=cell_timeout, kernel_name="python3",
+                    allow_errors=True, interrupt_on_timeout=True,
+                    error_on_timeout={"ename": TIME_LIMIT_ERROR, "evalue": "interrupted: the time limit "
+                                      "was reached while this cell ran", "traceback": []},
+                    resources={"metadata": {"path": str(workdir)}})
     client.execute(env=env)
+    return bool(stopped) or (deadline is not None and time.monotonic() >= deadline)
 
 
 def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
-          checkpoint: str = "auto") -> Result:
+          checkpoint: str = "auto", time_limit: float | None = None) -> Result:
     """Grade one submitted notebook; ``checkpoint``: 'auto' (the student's ``*.pt`` beside the
-    submission if there is one, else the reference), 'submitted' or 'reference'."""
+    submission if there is one; else the reference one is loaded so that the cells run, and
+    the questions on the trained model score 0), 'submitted' (an error without one) or
+    'reference' (grade the student's model code with the reference weights: the trained-model
+    questions are scored, and the flag says so). ``time_limit``: seconds for the whole
+    notebook (see ``execute``)."""
     from nbgrader.utils import determine_grade
     if checkpoint not in ("auto", "submitted", "reference"):
         raise AssignmentError(f"checkpoint must be 'auto', 'submitted' or 'reference', got {checkpoint!r}")
@@ -361,32 +460,193 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
     name = identify(submission, sources)
     source = nbformat.read(sources[name], as_version=4)
     assembled = assemble(submission, source)
+    found = check_answers(assembled.nb, source)
     start = time.perf_counter()
+    flags = list(found.flags)
+    without_checkpoint = []
     with tempfile.TemporaryDirectory(prefix=f"grade-{name}-") as tmp:
         used = []
         for ref in checkpoints(source_dir, name):
             theirs = submission_path.parent / ref.name
             if checkpoint != "reference" and theirs.exists() and theirs.resolve() != ref.resolve():
                 shutil.copy(theirs, Path(tmp) / ref.name)
-                used.append(f"the submitted checkpoint {_show(theirs)}")
+                used.append(f"the submitted checkpoint {theirs.name}")
             elif checkpoint == "submitted":
                 raise AssignmentError(f"no checkpoint {ref.name} beside the submission {submission_path}")
             else:
                 shutil.copy(ref, Path(tmp) / ref.name)
                 used.append(f"the reference checkpoint {_show(ref)}")
+                flags.append(NO_CHECKPOINT if checkpoint == "auto" else "reference weights used (as asked)")
+                if checkpoint == "auto":
+                    without_checkpoint = trained_model_questions(source)
         executed = assembled.nb
-        execute(executed, Path(tmp), timeout)
+        timed_out = execute(executed, Path(tmp), timeout, time_limit)
     seconds = time.perf_counter() - start
+    if timed_out:
+        flags.append("timed out")
     scores, errors = {}, {}
     for cell in executed.cells:
-        if is_test_cell(cell):
-            score, most = determine_grade(cell)
-            scores[grade_id(cell)] = (float(score), float(most))
-            if score < most:
-                errors[grade_id(cell)] = _error_line(cell)
+        if not is_test_cell(cell):
+            continue
+        gid = grade_id(cell)
+        score, most = (float(x) for x in determine_grade(cell))
+        if gid in found.zeroed:
+            score, errors[gid] = 0.0, found.zeroed[gid]
+        elif gid in without_checkpoint:
+            score, errors[gid] = 0.0, ("no checkpoint handed in: this question grades the student's "
+                                       "trained model (the reference weights were loaded only to run the cells)")
+        elif score < most:
+            errors[gid] = _error_line(cell)
+        scores[gid] = (score, most)
     return Result(name, scores, errors, seconds,
                   "model from " + ", ".join(used) if used else "no checkpoint needed",
-                  assembled, executed)
+                  assembled, executed, sorted(set(flags)), [f.reason() for f in found.findings])
+
+
+# --------------------------------------------------------------------------------------
+# A folder of submissions in, a CSV out
+# --------------------------------------------------------------------------------------
+
+GRADES_CSV = "grades.csv"
+FEEDBACK = "feedback"
+DEFAULT_TIME_LIMIT = 300  # seconds per submission
+
+
+@dataclass
+class Row:
+    """One line of grades.csv."""
+    student: str
+    assignment: str = ""
+    scores: dict[str, float] = field(default_factory=dict)
+    total: float = 0.0
+    max_total: float = 0.0
+    flags: list[str] = field(default_factory=list)
+    error: str = ""
+
+
+def submissions(folder: Path) -> list[tuple[str, Path]]:
+    """(student, entry) for every submission in ``folder``: a notebook ``name.ipynb`` (or any
+    other file: it gets a row with an error) or a subfolder ``name/`` with the notebook and
+    its checkpoint. Hidden entries and what grading writes (grades.csv, feedback/) are skipped."""
+    folder = Path(folder)
+    entries = [p for p in sorted(folder.iterdir()) if not p.name.startswith(".")
+               and p.name not in (GRADES_CSV, FEEDBACK)]
+    seen, out = {}, []
+    for entry in entries:
+        student = entry.name if entry.is_dir() else entry.stem
+        if student in seen:
+            raise AssignmentError(f"two submissions for {student!r} in {folder}: {seen[student].name} and "
+                                  f"{entry.name} (one notebook per student: name.ipynb or name/)")
+        seen[student] = entry
+        out.append((student, entry))
+    return out
+
+
+def _prepare(entry: Path, workdir: Path) -> Path:
+    """Copy a submission into ``workdir`` (grading never touches the student's files) and
+    return the notebook to grade; ``AssignmentError`` when a folder holds no single notebook."""
+    if entry.is_dir():
+        notebooks = sorted(p for p in entry.glob("*.ipynb"))
+        if len(notebooks) != 1:
+            raise AssignmentError(f"the folder {entry.name}/ holds {len(notebooks)} notebooks "
+                                  "(expected exactly one .ipynb)")
+        for item in [notebooks[0], *sorted(entry.glob("*.pt"))]:
+            shutil.copy(item, workdir / item.name)
+        return workdir / notebooks[0].name
+    shutil.copy(entry, workdir / entry.name)  # a notebook alone: no checkpoint comes with it
+    return workdir / entry.name
+
+
+def _grade_one(student: str, entry: Path, feedback_dir: Path, time_limit: float, timeout: int) -> Row:
+    """Grade one submission in a child process (killed, with its kernel, if it outlives
+    the time limit) and write its feedback notebook."""
+    row = Row(student)
+    with tempfile.TemporaryDirectory(prefix="submission-") as tmp:
+        tmp = Path(tmp)
+        (tmp / "in").mkdir()
+        try:
+            notebook = _prepare(entry, tmp / "in")
+        except AssignmentError as err:
+            row.error = str(err)
+            return row
+        command = [sys.executable, str(Path(__file__).resolve()), "grade", str(notebook),
+                   "--json", str(tmp / "result.json"), "--executed", str(tmp / "executed.ipynb"),
+                   "--time-limit", str(time_limit), "--timeout", str(timeout)]
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 start_new_session=True, env={**os.environ, **GRADING_ENV})
+        try:
+            _, err = child.communicate(timeout=time_limit + 60)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)  # the grader and the kernel it started
+            child.communicate()
+            row.flags, row.error = ["timed out"], f"stopped after {time_limit:g} s + 60 s"
+            return row
+        if child.returncode != 0 or not (tmp / "result.json").exists():
+            lines = [line for line in err.strip().splitlines() if line.startswith("error: ")] or \
+                    err.strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
+            row.error = lines[-1].removeprefix("error: ").replace(str(tmp / "in") + os.sep, "")
+            return row
+        result = json.loads((tmp / "result.json").read_text())
+        row.assignment = result["assignment"]
+        row.scores = {k: v["score"] for k, v in result["scores"].items()}
+        row.total, row.max_total, row.flags = result["total"], result["max_total"], result["flags"]
+        feedback = nbformat.read(tmp / "executed.ipynb", as_version=4)
+        summary = [f"# Feedback: {student}, {row.assignment}", "",
+                   f"**{row.total:g} / {row.max_total:g} points**"
+                   + (f" (flags: {'; '.join(row.flags)})" if row.flags else ""), "",
+                   "| question | points | why points were lost |", "|---|---:|---|"]
+        for gid, v in result["scores"].items():
+            why = result["errors"].get(gid, "").replace("|", "\\|")
+            summary.append(f"| {gid} | {v['score']:g} / {v['max']:g} | {why} |")
+        summary += [""] + [f"- answer check: {line}" for line in result["findings"]]
+        feedback.cells.insert(0, nbformat.v4.new_markdown_cell("\n".join(summary)))
+        feedback_dir.mkdir(parents=True, exist_ok=True)
+        nbformat.write(feedback, feedback_dir / f"{student}.ipynb")
+    return row
+
+
+def grade_folder(folder, workers: int | None = None, time_limit: float = DEFAULT_TIME_LIMIT,
+                 timeout: int = 900, source_dir: Path = SOURCE) -> tuple[Path, list[Row]]:
+    """Grade every submission in ``folder`` (see ``submissions``), ``workers`` at a time (default:
+    the usable cores), and write ``folder/grades.csv`` and ``folder/feedback/<student>.ipynb``.
+    A submission that cannot be graded gets a row with an error; nothing stops the batch."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise AssignmentError(f"{folder} is not a folder of submissions")
+    if Path(source_dir).resolve() != SOURCE.resolve():
+        raise AssignmentError("grading a folder uses the assignments in assignments/source/")
+    todo = submissions(folder)
+    if not todo:
+        raise AssignmentError(f"no submission in {folder}: expected name.ipynb files or name/ folders")
+    workers = workers or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                             else os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        rows = list(pool.map(lambda item: _grade_one(item[0], item[1], folder / FEEDBACK, time_limit, timeout),
+                             todo))
+    path = folder / GRADES_CSV
+    _write_atomic(path, grades_csv(rows).encode("utf-8"))
+    return path, rows
+
+
+def grades_csv(rows: list[Row]) -> str:
+    """The CSV text: student, assignment, one column of points per question (``assignment:
+    question`` when several assignments are in the folder), total, max, flags, error."""
+    names = sorted({r.assignment for r in rows if r.assignment})
+    questions = []
+    for name in names:
+        source = nbformat.read(SOURCE / name / f"{name}.ipynb", as_version=4)
+        questions += [(name, gid) for gid in points(source)]
+    header = [gid if len(names) == 1 else f"{name}:{gid}" for name, gid in questions]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["student", "assignment", *header, "total", "max", "flags", "error"])
+    for r in sorted(rows, key=lambda r: r.student):
+        cells = [f"{r.scores[gid]:g}" if r.assignment == name and gid in r.scores else ""
+                 for name, gid in questions]
+        graded = bool(r.assignment)
+        writer.writerow([r.student, r.assignment, *cells, f"{r.total:g}" if graded else "",
+                         f"{r.max_total:g}" if graded else "", "; ".join(r.flags), r.error])
+    return out.getvalue()
 
 
 # --------------------------------------------------------------------------------------
@@ -398,13 +658,17 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     rel = sub.add_parser("release", help="write the student versions to assignments/release/")
     rel.add_argument("--force", action="store_true", help="overwrite release files changed by hand")
-    gr = sub.add_parser("grade", help="grade a submitted notebook")
-    gr.add_argument("submission", nargs="?", default="", help="the student's .ipynb")
+    gr = sub.add_parser("grade", help="grade a submitted notebook, or every submission in a folder")
+    gr.add_argument("submission", nargs="?", default="",
+                    help="the student's .ipynb, or a folder of name.ipynb files and name/ folders")
     gr.add_argument("--checkpoint", default="auto", choices=("auto", "submitted", "reference"),
-                    help="which trained model the training questions are graded with")
+                    help="which trained model the training questions are graded with (one notebook)")
     gr.add_argument("--timeout", type=int, default=900, help="seconds per cell")
-    gr.add_argument("--json", type=Path, help="also write the points as JSON here")
-    gr.add_argument("--executed", type=Path, help="also write the executed notebook here (feedback)")
+    gr.add_argument("--time-limit", type=float, default=None,
+                    help=f"seconds per submission (default for a folder: {DEFAULT_TIME_LIMIT})")
+    gr.add_argument("--workers", type=int, default=None, help="submissions graded at once (a folder)")
+    gr.add_argument("--json", type=Path, help="also write the points as JSON here (one notebook)")
+    gr.add_argument("--executed", type=Path, help="also write the executed notebook here (one notebook)")
     args = parser.parse_args(argv)
     try:
         if args.command == "release":
@@ -413,8 +677,18 @@ def main(argv=None) -> int:
             print(f"manifest: {_show(RELEASE / MANIFEST)}")
             return 0
         if not args.submission:
-            raise AssignmentError("no submission given: make grade SUBMISSION=path/to/notebook.ipynb")
-        result = grade(args.submission, timeout=args.timeout, checkpoint=args.checkpoint)
+            raise AssignmentError("no submission given: make grade SUBMISSION=path/to/notebook.ipynb "
+                                  "(or SUBMISSION=path/to/folder/)")
+        if Path(args.submission).is_dir():
+            start = time.perf_counter()
+            path, rows = grade_folder(args.submission, args.workers, args.time_limit or DEFAULT_TIME_LIMIT,
+                                      args.timeout)
+            print(grades_csv(rows), end="")
+            print(f"graded {len(rows)} submission(s) in {time.perf_counter() - start:.0f} s: {_show(path)}, "
+                  f"feedback in {_show(path.parent / FEEDBACK)}/")
+            return 0
+        result = grade(args.submission, timeout=args.timeout, checkpoint=args.checkpoint,
+                       time_limit=args.time_limit)
         print(f"grading {args.submission}")
         print(result.report())
         if args.json:

@@ -8,6 +8,7 @@ Notebook runs use the shipped checkpoints (skip_training = True): no training he
 
 import importlib.util
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -41,15 +42,22 @@ def _regions(text, begin, end):
     return re.findall(rf"^[ \t]*### {begin}\n(.*?)^[ \t]*### {end}", text, re.M | re.S)
 
 
-def _solved_release(name):
+def _solved_release(name, **edits):
     """What a student who solved everything hands in: the released notebook with the
-    source's solutions typed into the answer cells, and a scratch cell of their own."""
+    source's solutions typed into the answer cells, and a scratch cell of their own;
+    ``edits``: answer grade_id -> function that changes that answer's code."""
     source = {A.grade_id(c): c for c in _source(name).cells if A.is_answer_cell(c)}
     nb = nbformat.read(RELEASE / name / f"{name}.ipynb", as_version=4)
     for cell in nb.cells:
         if A.is_answer_cell(cell):
-            cell.source = "\n".join(line for line in source[A.grade_id(cell)].source.split("\n")
+            gid = A.grade_id(cell)
+            cell.source = "\n".join(line for line in source[gid].source.split("\n")
                                     if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
+            if gid in edits:
+                changed = edits.pop(gid)(cell.source)
+                assert changed != cell.source, f"the edit of {gid} changed nothing"
+                cell.source = changed
+    assert not edits, f"no answer cell {sorted(edits)}"
     nb.cells.append(nbformat.v4.new_code_cell("print('my own experiments')"))
     return nb
 
@@ -224,34 +232,6 @@ def test_assembly_trusts_only_the_answer_cells():
     assert [c.id for c in out.nb.cells] == [c.id for c in _source("a2_transformer").cells]
 
 
-def test_correct_submission_scores_full_marks_and_a_broken_one_does_not(tmp_path):
-    good = tmp_path / "good" / "submission.ipynb"
-    good.parent.mkdir()
-    nbformat.write(_solved_release("a3_bpe"), good)
-    result = A.grade(good)
-    assert result.assignment == "a3_bpe" and result.total == result.max_total == POINTS["a3_bpe"]
-    assert "1 code cell(s)" in result.report() and "9.0 /  9.0" in result.report()
-
-    broken = _solved_release("a3_bpe")
-    answer = next(c for c in broken.cells if A.grade_id(c) == "train_bpe")
-    assert "-ids[p[0]], -ids[p[1]]" in answer.source
-    answer.source = answer.source.replace("(pairs[p], -ids[p[0]], -ids[p[1]])", "(pairs[p], p)")  # ties by string
-    bad = tmp_path / "bad" / "submission.ipynb"
-    bad.parent.mkdir()
-    nbformat.write(broken, bad)
-    result = A.grade(bad)
-    assert 0 < result.total < result.max_total
-    assert result.scores["test_train_bpe_slides"][0] == 0 and result.scores["test_count_pairs"][0] == 1
-    assert "AssertionError" in result.errors["test_train_bpe_slides"]
-
-
-def test_a_released_notebook_as_handed_out_scores_zero(tmp_path):
-    result = A.grade(RELEASE / "a1_bahdanau" / "a1_bahdanau.ipynb")
-    assert result.total == 0 and result.max_total == POINTS["a1_bahdanau"]
-    assert all("NotImplementedError" in e for e in result.errors.values())
-    assert "reference checkpoint" in result.checkpoint
-
-
 def test_bad_submissions_get_a_clear_error(tmp_path, capsys):
     with pytest.raises(A.AssignmentError, match="does not exist"):
         A.grade(tmp_path / "missing.ipynb")
@@ -267,3 +247,261 @@ def test_bad_submissions_get_a_clear_error(tmp_path, capsys):
         A.grade(tmp_path)
     assert A.main(["grade"]) == 2
     assert "make grade SUBMISSION=" in capsys.readouterr().err
+
+
+# ---- no points for the reference answer ----------------------------------------------------
+
+def _checked(name, **edits):
+    """The answer check of a solved submission with ``edits`` (no kernel is started)."""
+    return A.check_answers(A.assemble(_solved_release(name, **edits), _source(name)).nb, _source(name))
+
+
+def _replace(old, new):
+    return lambda code: code.replace(old, new)
+
+
+def _append(extra):
+    return lambda code: code + "\n" + extra
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_correct_answers_and_the_allowed_imports_raise_no_flag(name):
+    assert _checked(name).findings == []
+    # what the locked cells hand out may be used in an answer, imported again or not
+    allowed = {"a1_bahdanau": "from course_utils.seq2seq import Encoder\nfrom course_utils.data import tokenize as tok",
+               "a2_transformer": "import course_utils.data as D\n_vocab = D.PAD_ID\nfrom course_utils.training import train",
+               "a3_bpe": "from course_utils import setup\nfrom collections import Counter"}[name]
+    answer = next(A.grade_id(c) for c in _source(name).cells if A.is_answer_cell(c))
+    report = _checked(name, **{answer: _append(allowed)})
+    assert report.findings == [] and report.zeroed == {}
+
+
+def test_the_allowed_names_come_from_the_locked_cells():
+    source = _source("a2_transformer")
+    rules = A.answer_rules(source)
+    assert rules.verdict("course_utils.transformer.TransformerConfig") is None      # the setup cell imports it
+    assert rules.verdict("course_utils.transformer.EncoderLayer") == "reference"    # only a test cell does
+    assert rules.verdict("course_utils.attention.causal_mask") == "reference"
+    assert rules.verdict("torch.nn.MultiheadAttention") == "reference"             # metadata of the source
+    assert rules.verdict("torch.nn.modules.activation.MultiheadAttention") == "reference"  # the same object
+    assert rules.verdict("torch.nn.Linear") is None
+    setup = next(c for c in source.cells if A.grade_id(c) == "setup")
+    setup.source += "\nfrom course_utils.attention import causal_mask"           # handed out: now allowed
+    assert A.answer_rules(source).verdict("course_utils.attention.causal_mask") is None
+    source.metadata["course"]["reference_answers"].append("torch.nn.no_such_layer")
+    with pytest.raises(ValueError, match="no_such_layer"):
+        A.answer_rules(source)
+
+
+REFERENCE_USES = {  # answer -> edit, (what is reported, the questions that score 0)
+    "from import": ("attention", lambda code: "from course_utils.attention import scaled_dot_product_attention",
+                    "course_utils.attention.scaled_dot_product_attention", "test_attention"),
+    "from a package": ("masks", lambda code: "from course_utils import attention\n"
+                       "padding_mask, causal_mask = attention.padding_mask, attention.causal_mask",
+                       "course_utils.attention.causal_mask", "test_masks"),
+    "module attribute": ("positional_encoding", lambda code: "import course_utils.positional\n"
+                         "def sinusoidal_encoding(max_len, d_model):\n"
+                         "    return course_utils.positional.sinusoidal_encoding(max_len, d_model)",
+                         "course_utils.positional.sinusoidal_encoding", "test_positional_encoding"),
+    "torch's layer": ("multi_head_attention", _append("_layer = nn.MultiheadAttention"),
+                      "torch.nn.MultiheadAttention", None),
+    "torch's function": ("attention", lambda code: "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+                         "    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None",
+                         "torch.nn.functional.scaled_dot_product_attention", "test_attention"),
+    "a name a test cell imported": ("transformer", _replace("DecoderLayer(d, cfg.num_heads", "ReferenceDecoderLayer(d, cfg.num_heads"),
+                                    "course_utils.transformer.DecoderLayer", "test_transformer"),
+    "__import__ and getattr": ("attention", _append("scaled_dot_product_attention = getattr(__import__('course_utils.attention').attention, 'scaled_dot_product_attention')"),
+                "__import__()", "test_attention"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFERENCE_USES))
+def test_each_kind_of_reference_use_scores_zero_with_the_reason(case):
+    answer, edit, what, question = REFERENCE_USES[case]
+    report = _checked("a2_transformer", **{answer: edit})
+    assert what in [f.what for f in report.findings]
+    if question is None:  # bound to a name no test reaches: reported, no points taken
+        assert report.zeroed == {} and report.flags == ["reference import"]
+        return
+    assert what in report.zeroed[question] and f"answer cell '{answer}'" in report.zeroed[question]
+    # only the questions whose code reaches it, and every later one that uses that answer
+    order = list(A.points(_source("a2_transformer")))
+    assert set(report.zeroed) <= set(order[order.index(question):])
+
+
+def test_a_helper_in_another_answer_cell_is_followed():
+    report = _checked("a2_transformer",
+                      masks=_append("from course_utils import attention as _att"),
+                      multi_head_attention=_replace("scaled_dot_product_attention(", "_att.scaled_dot_product_attention("))
+    assert [f.cell for f in report.findings] == ["multi_head_attention"]
+    assert "test_masks" not in report.zeroed and "test_attention" not in report.zeroed
+    assert "course_utils.attention.scaled_dot_product_attention" in report.zeroed["test_multi_head_attention"]
+    assert {"test_encoder_layer", "test_decoder_layer", "test_transformer", "test_translation"} <= set(report.zeroed)
+    # a helper bound in one answer cell and called by the graded function of another
+    report = _checked("a3_bpe", count_pairs=_append("from course_utils.bpe import train_bpe as _fast"),
+                      train_bpe=lambda code: "def train_bpe(word_freqs, num_merges):\n    return _fast(word_freqs, num_merges)")
+    assert "through _fast" in report.zeroed["test_train_bpe_slides"] and "test_count_pairs" not in report.zeroed
+
+
+@pytest.mark.parametrize("edit, what", [
+    (_append("torch.testing.assert_close = lambda *args, **kwargs: None"), "torch.testing.assert_close"),
+    (_append("setattr(torch, 'allclose', lambda *args, **kwargs: True)"), "torch.allclose"),
+    (_append("bleu = lambda hypotheses, references: 100.0"), "bleu"),
+    (_append("len = lambda x: 4"), "len"),
+    (_append("import importlib\n_m = importlib.import_module('course_' + 'utils.attention')"), "importlib"),
+    (_append("exec('from course_utils.attention import causal_mask')"), "exec()"),
+    (_append("%run my_helpers.py"), "get_ipython()"),
+    (_append("_g = train.__globals__"), ".__globals__"),
+    (_append("import sys\n_a = sys.modules['course_utils.attention']"), "sys.modules"),
+    (_append("open('helper.py', 'w').write('from course_utils.attention import *')\nimport helper"),
+     "import helper, a module that is not installed"),
+])
+def test_monkeypatching_and_hidden_code_zero_every_later_question(edit, what):
+    report = _checked("a2_transformer", masks=edit)
+    assert what in [f.what for f in report.findings]
+    order = list(A.points(_source("a2_transformer")))
+    assert sorted(report.zeroed) == sorted(order[order.index("test_masks"):])
+    assert "test_attention" not in report.zeroed
+
+
+def test_ordinary_code_in_an_answer_is_not_flagged():
+    report = _checked("a2_transformer", attention=_append(
+        "q = torch.randn(3)\nout = q * 2\nprint(out)\n"  # test_attention binds q and out before reading them
+        "import os\nimport numpy as np\n_here = os.path.exists('transformer.pt')\n_x = np.zeros(3)"))
+    assert report.findings == []
+
+
+# ---- a folder in, a CSV out -----------------------------------------------------------------
+
+TIME_LIMIT = 25  # seconds per submission in the mixed folder (a3 takes about 3, a2 about 10)
+EXPECTED_CSV = """\
+student,assignment,a1_bahdanau:test_additive_attention,a1_bahdanau:test_decoder_step,a1_bahdanau:test_loss,a1_bahdanau:test_translation,a2_transformer:test_attention,a2_transformer:test_masks,a2_transformer:test_positional_encoding,a2_transformer:test_multi_head_attention,a2_transformer:test_encoder_layer,a2_transformer:test_decoder_layer,a2_transformer:test_transformer,a2_transformer:test_loss,a2_transformer:test_translation,a3_bpe:test_count_pairs,a3_bpe:test_merge_pair,a3_bpe:test_train_bpe_slides,a3_bpe:test_train_bpe_tokenizers,a3_bpe:test_encode_slides,a3_bpe:test_encode_reference,total,max,flags,error
+alice,a3_bpe,,,,,,,,,,,,,,1,1,2,2,1,2,9,9,,
+bob,a3_bpe,,,,,,,,,,,,,,1,1,0,0,1,2,5,9,,
+carol,a3_bpe,,,,,,,,,,,,,,0,1,0,0,0,2,3,9,reference import,
+dave,,,,,,,,,,,,,,,,,,,,,,,,submission dave.ipynb is not a readable Jupyter notebook: NotJSONError: Notebook does not appear to be JSON: ''
+erin,,,,,,,,,,,,,,,,,,,,,,,,submission erin.py is not a Jupyter notebook (expected a .ipynb file)
+frank,a3_bpe,,,,,,,,,,,,,,1,0,0,0,0,0,1,9,timed out,
+gina,a1_bahdanau,0,0,0,0,,,,,,,,,,,,,,,,0,12,no checkpoint: reference weights used,
+hal,a2_transformer,,,,,2,2,2,3,2,3,0,0,0,,,,,,,14,22,,
+"""
+
+
+def _class_folder(folder):
+    """Eight submissions: correct, broken (BPE ties by string), import-cheat, empty, not a
+    notebook, an infinite loop, the a1 release as handed out (no checkpoint), and an a2
+    folder with a checkpoint whose model forgets the source mask in cross-attention (a
+    forgiving bug: its visible BLEU test passes with trained weights)."""
+    folder.mkdir()
+    nbformat.write(_solved_release("a3_bpe"), folder / "alice.ipynb")
+    nbformat.write(_solved_release("a3_bpe", train_bpe=_replace("(pairs[p], -ids[p[0]], -ids[p[1]])", "(pairs[p], p)")),
+                   folder / "bob.ipynb")
+    nbformat.write(_solved_release("a3_bpe", train_bpe=lambda code: "from course_utils.bpe import train_bpe",
+                                   count_pairs=lambda code: "import course_utils.bpe as B\ncount_pairs = B.count_pairs"),
+                   folder / "carol.ipynb")
+    (folder / "dave.ipynb").write_text("")
+    (folder / "erin.py").write_text("def count_pairs(corpus):\n    ...\n")
+    nbformat.write(_solved_release("a3_bpe", merge_pair=lambda code: "while True:\n    pass"), folder / "frank.ipynb")
+    (folder / "gina.ipynb").write_bytes((RELEASE / "a1_bahdanau" / "a1_bahdanau.ipynb").read_bytes())
+    (folder / "hal").mkdir()
+    nbformat.write(_solved_release("a2_transformer", transformer=_replace(
+        "y = layer(y, memory, self_mask, src_mask.unsqueeze(1))", "y = layer(y, memory, self_mask, None)")),
+        folder / "hal" / "a2_transformer.ipynb")
+    (folder / "hal" / "transformer.pt").write_bytes((SOURCE / "a2_transformer" / "transformer.pt").read_bytes())
+    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    import time
+    folder = tmp_path_factory.mktemp("class") / "submissions"
+    before = _class_folder(folder)
+    start = time.perf_counter()
+    path, rows = A.grade_folder(folder, workers=2, time_limit=TIME_LIMIT)
+    return folder, before, path, rows, time.perf_counter() - start
+
+
+def test_a_folder_of_mixed_submissions_gives_the_expected_csv(graded_class):
+    folder, before, path, rows, seconds = graded_class
+    print(f"graded {len(rows)} submissions in {seconds:.0f} s")
+    assert path == folder / "grades.csv" and path.read_text() == EXPECTED_CSV
+    assert seconds < 4 * TIME_LIMIT  # two at a time; the infinite loop was stopped
+    assert {p: p.read_bytes() for p in before} == before, "the students' files were not touched"
+    assert sorted(p.stem for p in (folder / "feedback").glob("*.ipynb")) == ["alice", "bob", "carol", "frank", "gina", "hal"]
+    summary = {p.stem: nbformat.read(p, as_version=4).cells[0].source for p in (folder / "feedback").glob("*.ipynb")}
+    assert "uses course_utils.bpe.train_bpe, the reference answer (answer cell 'train_bpe')" in summary["carol"]
+    assert "not run: the submission's time limit (25 s) was reached" in summary["frank"]
+    assert "| test_translation | 0 / 4 | no checkpoint handed in" in summary["gina"]
+    assert "| test_translation | 0 / 4 | AssertionError: with the same weights, your model and the reference one disagree" \
+        in summary["hal"]
+    assert "**9 / 9 points**" in summary["alice"]
+
+
+def test_grading_a_folder_again_gives_the_same_csv(tmp_path, capsys):
+    """What grading writes (grades.csv, feedback/) and hidden folders are not submissions;
+    entries that cannot be graded never stop the batch (no kernel is started here: the
+    mixed folder above pins the points themselves to an exact CSV)."""
+    folder = tmp_path / "again"
+    (folder / ".ipynb_checkpoints").mkdir(parents=True)
+    (folder / "erin.txt").write_text("my notes")
+    (folder / "dave.ipynb").write_text("")
+    (folder / "zoe").mkdir()
+    for name in ("draft.ipynb", "final.ipynb"):
+        (folder / "zoe" / name).write_bytes((RELEASE / "a3_bpe" / "a3_bpe.ipynb").read_bytes())
+    (folder / "feedback").mkdir()
+    (folder / "feedback" / "alice.ipynb").write_text("{}")
+    assert A.main(["grade", str(folder), "--time-limit", str(TIME_LIMIT)]) == 0
+    first = (folder / "grades.csv").read_text()
+    assert first.splitlines()[1:] == [
+        "dave,,,,,submission dave.ipynb is not a readable Jupyter notebook: NotJSONError: Notebook does not appear to be JSON: ''",
+        "erin,,,,,submission erin.txt is not a Jupyter notebook (expected a .ipynb file)",
+        "zoe,,,,,the folder zoe/ holds 2 notebooks (expected exactly one .ipynb)"]
+    assert "graded 3 submission(s)" in capsys.readouterr().out
+    A.grade_folder(folder, workers=1, time_limit=TIME_LIMIT)
+    assert (folder / "grades.csv").read_text() == first
+    (folder / "erin").mkdir()
+    with pytest.raises(A.AssignmentError, match="two submissions for 'erin'"):
+        A.grade_folder(folder)
+    with pytest.raises(A.AssignmentError, match="not a folder of submissions"):
+        A.grade_folder(folder / "erin.txt")
+
+
+@pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")  # nbgrader's own, with SQLAlchemy 2
+def test_nbgrader_gives_the_same_points(graded_class, tmp_path, monkeypatch):
+    """A throw-away nbgrader course: nbgrader's own generate_assignment and autograde on the
+    correct and the broken submission of the mixed folder agree with `make grade`."""
+    import shutil
+
+    from nbgrader.api import Gradebook
+    from nbgrader.apps import NbGraderAPI
+    from traitlets.config import Config
+    folder, _, _, rows, _ = graded_class
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # its alembic
+    monkeypatch.chdir(tmp_path)
+    config = Config()
+    config.CourseDirectory.root = str(tmp_path)
+    config.CourseDirectory.course_id = "attention"
+    config.CourseDirectory.db_url = f"sqlite:///{tmp_path}/gradebook.db"
+    (tmp_path / "source" / "a3_bpe").mkdir(parents=True)
+    shutil.copy(SOURCE / "a3_bpe" / "a3_bpe.ipynb", tmp_path / "source" / "a3_bpe")
+    api = NbGraderAPI(config=config)
+    students = ["alice", "bob"]
+    with Gradebook(config.CourseDirectory.db_url) as gradebook:
+        gradebook.update_or_create_assignment("a3_bpe")
+        for student in students:
+            gradebook.update_or_create_student(student)
+    assert api.generate_assignment("a3_bpe")["success"]
+    for student in students:
+        target = tmp_path / "submitted" / student / "a3_bpe"
+        target.mkdir(parents=True)
+        shutil.copy(folder / f"{student}.ipynb", target / "a3_bpe.ipynb")
+        (target / "timestamp.txt").write_text("2026-11-23 10:00:00.000000 UTC")
+        result = api.autograde("a3_bpe", student)
+        assert result["success"], result["error"]
+    ours = {r.student: r for r in rows}
+    with Gradebook(config.CourseDirectory.db_url) as gradebook:
+        for student in students:
+            notebook = gradebook.find_submission("a3_bpe", student).notebooks[0]
+            theirs = {grade.name: grade.score for grade in notebook.grades}
+            assert theirs == ours[student].scores and sum(theirs.values()) == ours[student].total
+    assert ours["alice"].total == 9 and ours["bob"].total == 5

@@ -1,0 +1,487 @@
+"""What an answer cell may not do: use the reference answer, hide code, or change the tests.
+
+The grader runs the lecturer's copy of every cell except the student's answer cells, so
+the tests cannot be edited; but an answer cell could still
+
+- **use the reference answer**: import the course package's implementation of what the
+  question asks for (``from course_utils.attention import scaled_dot_product_attention``),
+  reach it through a module (``course_utils.attention.x``, a module alias bound by any
+  cell, ``getattr``), or use another library's (``torch.nn.MultiheadAttention``);
+- **hide code** from this check: ``importlib``, ``__import__``, ``exec``, ``eval``,
+  ``sys.modules``, ``__globals__`` and the like, IPython magics;
+- **change what the tests do**: monkeypatch a module or an object the tests use
+  (``torch.testing.assert_close = ...``, ``setattr(torch, "allclose", ...)``) or rebind a
+  name the locked cells define or the tests use (``bleu = ...``, ``len = ...``).
+
+Which names are allowed is derived from the assignment's own read-only cells (not from a
+hand-kept list): every ``course_utils`` name that a locked cell other than a test imports or
+uses is handed to the student (data loading, ``train``, ``translate``, ``bleu``, the
+configs); every other ``course_utils`` name is a reference answer. Other libraries' reference
+answers are listed in the source notebook's metadata (``course.reference_answers``, e.g.
+``torch.nn.MultiheadAttention``; a module there forbids everything in it). Names are compared
+as the objects they resolve to, so a re-export or alias of a forbidden object is forbidden too.
+
+A question scores 0 when its test cell reaches a flagged answer: the names the test uses,
+followed through the definitions of every cell before it (a helper defined in another
+answer cell included). A monkeypatch zeroes every question after the cell that does it.
+The check reads code, it does not run it: it is meant to catch what a student would try,
+and names what it found, so that a lecturer can look.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+
+PACKAGE = "course_utils"
+# Ways to reach code that a reading of the cell cannot follow.
+DYNAMIC_CALLS = {"__import__", "exec", "eval", "compile", "globals", "vars", "get_ipython",
+                 "breakpoint"}
+DYNAMIC_MODULES = {"importlib", "inspect", "builtins", "runpy", "gc", "ctypes", "pickle", "marshal",
+                   "pkgutil", "types"}
+DYNAMIC_NAMES = {"sys.modules", "sys._getframe", "sys.meta_path"}
+DYNAMIC_ATTRIBUTES = {"__globals__", "__dict__", "__builtins__", "__subclasses__", "__code__",
+                      "__closure__", "__loader__", "__spec__", "__getattribute__", "__import__",
+                      "__wrapped__", "__func__", "f_globals", "f_back"}
+
+
+@dataclass
+class Finding:
+    """One thing an answer cell does that the grader does not accept."""
+    kind: str     # 'reference', 'dynamic' or 'monkeypatch'
+    cell: str     # grade_id of the answer cell
+    what: str     # e.g. 'course_utils.attention.scaled_dot_product_attention'
+    at: int = -1  # index of the top-level statement of the cell that holds it
+
+    def reason(self) -> str:
+        where = f"answer cell '{self.cell}'"
+        if self.kind == "reference":
+            return f"uses {self.what}, the reference answer ({where})"
+        if self.kind == "dynamic":
+            return f"uses {self.what}, which hides code from the grader ({where})"
+        return f"changes {self.what}, which the tests rely on ({where})"
+
+
+@dataclass
+class Report:
+    """The findings of one submission and the questions (test grade_ids) they cost."""
+    findings: list[Finding] = field(default_factory=list)
+    zeroed: dict[str, str] = field(default_factory=dict)  # test grade_id -> reason
+
+    @property
+    def flags(self) -> list[str]:
+        names = {"reference": "reference import", "dynamic": "hidden code", "monkeypatch": "monkeypatch"}
+        return sorted({names[f.kind] for f in self.findings})
+
+
+# --------------------------------------------------------------------------------------
+# Reading a cell
+# --------------------------------------------------------------------------------------
+
+def parse(source: str) -> ast.Module | None:
+    """The cell as Python (IPython magics turned into the calls they make), or None when it
+    does not parse (such a cell raises when run, and can do nothing)."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+        source = TransformerManager().transform_cell(source)
+    except Exception:  # IPython missing or a transform error: read the cell as it is
+        pass
+    try:
+        return ast.parse(source)
+    except SyntaxError:
+        return None
+
+
+def bound_names(stmt: ast.stmt) -> set[str]:
+    """Global names a top-level statement binds (def, class, import, assignment targets)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in stmt.names if a.name != "*"}
+    names = set()
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            if not _inside_function(stmt, node):
+                names.add(node.id)
+        elif isinstance(node, ast.Global):
+            names.update(node.names)
+    return names
+
+
+def _inside_function(stmt, target) -> bool:
+    for node in ast.walk(stmt):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) and node is not stmt:
+            if any(n is target for n in ast.walk(node)):
+                return True
+    return False
+
+
+def loaded_names(tree: ast.AST) -> set[str]:
+    """Every name the code reads (globals and locals alike: an over-approximation)."""
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def free_names(tree: ast.AST) -> set[str]:
+    """The names the code reads and does not bind itself (at its top level or as a
+    function's locals): the globals it needs from earlier cells."""
+    bound = set()
+    for stmt in tree.body if isinstance(tree, ast.Module) else [tree]:
+        bound |= bound_names(stmt)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            bound |= _local_names(node)
+    return loaded_names(tree) - bound
+
+
+def _local_names(func) -> set[str]:
+    """Parameters and names assigned inside a function (not declared global)."""
+    args = func.args
+    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    names |= {a.arg for a in (args.vararg, args.kwarg) if a}
+    declared = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Global):
+            declared.update(node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not func:
+            names.add(node.name)
+    return names - declared
+
+
+def _dotted(node) -> list[str] | None:
+    """``a.b.c`` as ['a', 'b', 'c'], or None for anything that is not a plain chain."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return [node.id] + parts[::-1]
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# Names -> the objects they stand for
+# --------------------------------------------------------------------------------------
+
+# Modules the check may import to see what a name stands for; any other module is looked
+# at only if something imported it already (reading a student's code must not run it).
+IMPORTABLE = {PACKAGE, "torch", "tokenizers", "numpy", "collections", "math"}
+
+
+def resolve(qualname: str):
+    """The object ``qualname`` names (module, then attributes), or None."""
+    parts = qualname.split(".")
+    if parts[0] not in IMPORTABLE and parts[0] not in sys.modules:
+        return None
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except Exception:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr, None)
+            if obj is None:
+                return None
+        return obj
+    return None
+
+
+def _import_bindings(stmt) -> dict[str, str]:
+    """name -> qualified name, for the names an import statement binds."""
+    out = {}
+    if isinstance(stmt, ast.Import):
+        for a in stmt.names:
+            out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+    elif isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+        for a in stmt.names:
+            if a.name != "*":
+                out[a.asname or a.name] = f"{stmt.module}.{a.name}"
+    return out
+
+
+class Names:
+    """What each global name stands for, as the notebook's cells run in order."""
+
+    def __init__(self, other: "Names | None" = None):
+        self.qualname: dict[str, str] = {**other.qualname} if other else {}  # name -> imported as
+        self.origin: dict[str, str] = {**other.origin} if other else {}      # name -> who imported it
+
+    def update(self, tree, origin: str = "locked") -> None:
+        """Follow the top-level statements of ``tree`` (a cell or one statement): imports
+        bind qualified names, any other binding makes the name something else."""
+        for stmt in tree.body if isinstance(tree, ast.Module) else [tree]:
+            imported = {}
+            for node in ast.walk(stmt):
+                imported.update(_import_bindings(node))
+            for name in bound_names(stmt) - set(imported):
+                self.qualname.pop(name, None)
+            self.qualname.update(imported)
+            self.origin.update(dict.fromkeys(imported, origin))
+
+    def qualify(self, parts: list[str], local: set[str]) -> str | None:
+        """The qualified name of the chain ``parts`` if its root is an imported global."""
+        if parts[0] in local or parts[0] not in self.qualname:
+            return None
+        return ".".join([self.qualname[parts[0]]] + parts[1:])
+
+
+def _findable(module: str) -> bool:
+    try:
+        return module in sys.modules or importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _is_module(obj) -> bool:
+    return type(obj).__name__ == "module"
+
+
+def walk_scoped(node, local=frozenset()):
+    """Every node under ``node`` with the names that are local where it stands (parameters
+    and assignments of the enclosing functions; class bodies do not make names local)."""
+    yield node, local
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        inner = local | _local_names(node)
+        for child in node.decorator_list + [node.args]:
+            yield from walk_scoped(child, local)
+        for child in node.body:
+            yield from walk_scoped(child, inner)
+        return
+    if isinstance(node, ast.Lambda):
+        inner = local | {a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
+        yield from walk_scoped(node.body, inner)
+        return
+    for child in ast.iter_child_nodes(node):
+        yield from walk_scoped(child, local)
+
+
+def _parents(tree) -> dict[int, ast.AST]:
+    return {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+# --------------------------------------------------------------------------------------
+# The rules
+# --------------------------------------------------------------------------------------
+
+class Rules:
+    """Allowed and forbidden names of one assignment, from its source notebook's cells
+    (``is_answer``, ``is_test``: which cells are answers and tests) and the other libraries'
+    reference answers named in its metadata."""
+
+    def __init__(self, source_cells, reference_answers=(), *, is_answer, is_test):
+        self.allowed = set()      # ids of course_utils objects the read-only cells hand out
+        self.forbidden = {}       # id -> qualified name, of other libraries' reference answers
+        self.forbidden_modules = []
+        for qual in reference_answers:
+            obj = resolve(qual)
+            if obj is None:
+                raise ValueError(f"reference answer {qual!r} (notebook metadata course.reference_answers) "
+                                 "does not name an importable object")
+            if _is_module(obj):
+                self.forbidden_modules.append(qual)
+            else:
+                self.forbidden[id(obj)] = qual
+        names = Names()
+        for cell in source_cells:
+            if cell.cell_type != "code" or is_answer(cell):
+                continue
+            tree = parse(cell.source)
+            if tree is None:
+                continue
+            names.update(tree)
+            if is_test(cell):
+                continue
+            for node in ast.walk(tree):
+                quals = list(_import_bindings(node).values())
+                parts = _dotted(node) if isinstance(node, ast.Attribute) else None
+                qual = names.qualify(parts, set()) if parts else None
+                for qual in quals + ([qual] if qual else []):
+                    obj = resolve(qual)
+                    if qual.startswith(PACKAGE + ".") and obj is not None and not _is_module(obj):
+                        self.allowed.add(id(obj))
+
+    def holds_reference(self, qual: str) -> bool:
+        """Whether ``qual`` is a module that holds a reference answer (course_utils, or a
+        module a listed answer lives in)."""
+        if not _is_module(resolve(qual)):
+            return False
+        listed = list(self.forbidden.values()) + self.forbidden_modules
+        return qual.split(".")[0] == PACKAGE or any(f == qual or f.startswith(qual + ".") for f in listed)
+
+    def verdict(self, qual: str) -> str | None:
+        """'reference' when ``qual`` names a reference answer, 'dynamic' when it is a way
+        around this check, else None."""
+        root = qual.split(".")[0]
+        if root in DYNAMIC_MODULES or any(qual == d or qual.startswith(d + ".") for d in DYNAMIC_NAMES):
+            return "dynamic"
+        if any(qual == m or qual.startswith(m + ".") for m in self.forbidden_modules):
+            return "reference"
+        obj = resolve(qual)
+        if obj is None or _is_module(obj):
+            return None
+        if id(obj) in self.forbidden:
+            return "reference"
+        home = root if root == PACKAGE else (getattr(obj, "__module__", None) or "").split(".")[0]
+        if home == PACKAGE and id(obj) not in self.allowed:
+            return "reference"  # also a course_utils object re-exported by another module
+        return None
+
+
+def check_cell(tree, gid: str, names: Names, rules: Rules, own: set[str]) -> list[Finding]:
+    """The findings of one answer cell. ``names``: what the globals stand for before it
+    runs (updated with its imports); ``own``: names the answers define (never imported
+    objects, free to rebind)."""
+    found = []
+    parents = _parents(tree)
+    for k, stmt in enumerate(tree.body):
+        def add(kind, what):
+            if not any(f.kind == kind and f.what == what and f.at == k for f in found):
+                found.append(Finding(kind, gid, what, k))
+
+        scope = Names(names)
+        scope.update(stmt, origin="this")
+        for node, local in walk_scoped(stmt):
+            for qual in _import_bindings(node).values():
+                kind = rules.verdict(qual)
+                if kind:
+                    add(kind, qual)
+            for qual in _import_bindings(node).values():
+                if not _findable(qual.split(".")[0]):  # e.g. a file the answer wrote itself
+                    add("dynamic", f"import {qual.split('.')[0]}, a module that is not installed")
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    add("dynamic", "a relative import")
+                elif any(a.name == "*" for a in node.names) and (
+                        (node.module or "").split(".")[0] == PACKAGE or rules.verdict(node.module or "")):
+                    add("reference", f"{node.module}.*")
+            parts = _dotted(node) if isinstance(node, (ast.Attribute, ast.Name)) else None
+            qual = scope.qualify(parts, local) if parts else None
+            if parts and len(parts) == 1 and scope.origin.get(parts[0]) == "answer":
+                qual = None  # a name an earlier answer imported: flagged where it was imported
+            if qual and isinstance(node.ctx, ast.Load):
+                kind = rules.verdict(qual)
+                if kind:
+                    add(kind, qual)
+                parent = parents.get(id(node))
+                if not isinstance(parent, ast.Attribute) and rules.holds_reference(qual):
+                    add("dynamic", f"the module {qual} as a value")  # passed around, then used
+            if isinstance(node, ast.Attribute) and node.attr in DYNAMIC_ATTRIBUTES:
+                add("dynamic", f".{node.attr}")
+            if isinstance(node, ast.Name) and node.id in DYNAMIC_CALLS and node.id not in local | own:
+                add("dynamic", f"{node.id}()")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args \
+                    and node.func.id in ("getattr", "setattr", "delattr") and node.func.id not in local | own:
+                base = _dotted(node.args[0])
+                base_qual = scope.qualify(base, local) if base else None
+                attr = node.args[1] if len(node.args) > 1 else None
+                name = attr.value if isinstance(attr, ast.Constant) and isinstance(attr.value, str) else None
+                if base_qual and node.func.id != "getattr":
+                    add("monkeypatch", f"{base_qual}.{name or '<computed name>'}")
+                elif base_qual and name is None:
+                    add("dynamic", f"getattr({base_qual}, <computed name>)")
+                elif base_qual and rules.verdict(f"{base_qual}.{name}"):
+                    add(rules.verdict(f"{base_qual}.{name}"), f"{base_qual}.{name}")
+            # writing into an imported module or object
+            if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                base = _dotted(node.value)
+                base_qual = scope.qualify(base, local) if base else None
+                if base_qual is None and base and base[0] not in local | own and hasattr(builtins, base[0]):
+                    base_qual = ".".join(base)
+                if base_qual:
+                    add("monkeypatch", base_qual + (f".{node.attr}" if isinstance(node, ast.Attribute) else "[...]"))
+        names.update(stmt, origin="answer")
+    return found
+
+
+def check(cells, rules: Rules, *, is_answer, is_test, grade_id, answer_names: set[str]) -> Report:
+    """Check every answer cell of ``cells`` (the notebook the grader will run, in order)
+    and decide which test cells score 0. ``answer_names``: the names the lecturer's
+    solutions bind (what answers are expected to define)."""
+    trees = {i: parse(c.source) for i, c in enumerate(cells) if c.cell_type == "code"}
+    trees = {i: t for i, t in trees.items() if t is not None}
+    names, report = Names(), Report()
+    index_of = {}
+    for i, tree in trees.items():
+        cell = cells[i]
+        if not is_answer(cell):
+            names.update(tree)
+            continue
+        index_of[grade_id(cell)] = i
+        own = answer_names | {n for stmt in tree.body for n in bound_names(stmt)}
+        before = dict(names.qualname)
+        findings = check_cell(tree, grade_id(cell), names, rules, own)
+        # rebinding a name that a later read-only cell reads before binding it again (an
+        # import of the very object the name stood for changes nothing)
+        for k, stmt in enumerate(tree.body):
+            imported = {}
+            for node in ast.walk(stmt):
+                imported.update(_import_bindings(node))
+            for name in sorted(bound_names(stmt) - answer_names):
+                if name in imported and name in before and resolve(imported[name]) is resolve(before[name]) \
+                        and resolve(before[name]) is not None:
+                    continue
+                if _next_reader(name, i, cells, trees, is_answer) is not None:
+                    findings.append(Finding("monkeypatch", grade_id(cell), name, k))
+        report.findings += findings
+    # which test cells it costs: hidden code and monkeypatches every later one; a
+    # reference answer the ones whose code reaches it
+    everything_after = min((index_of[f.cell] for f in report.findings if f.kind != "reference"), default=None)
+    flagged = {}
+    for f in report.findings:
+        flagged.setdefault((index_of[f.cell], f.at), []).append(f)
+    for j, cell in enumerate(cells):
+        if not is_test(cell) or j not in trees:
+            continue
+        if everything_after is not None and everything_after < j:
+            first = next(f for f in report.findings
+                         if f.kind != "reference" and index_of[f.cell] == everything_after)
+            report.zeroed[grade_id(cell)] = first.reason()
+            continue
+        hit = _reaches(j, trees, flagged)
+        if hit:
+            name, f = hit
+            report.zeroed[grade_id(cell)] = (f.reason() if name == f.what.split(".")[-1]
+                                             else f.reason()[:-1] + f", through {name})")
+    return report
+
+
+def _next_reader(name, i, cells, trees, is_answer):
+    """Index of the first read-only cell after ``i`` that reads ``name`` without binding it
+    itself, before another read-only cell binds it; None when there is none."""
+    for j in sorted(t for t in trees if t > i):
+        if is_answer(cells[j]):
+            continue
+        tree = trees[j]
+        bound = {n for stmt in tree.body for n in bound_names(stmt)}
+        if name in bound:
+            return None
+        if name in loaded_names(tree):
+            return j
+    return None
+
+
+def _reaches(j, trees, flagged):
+    """(name, finding) of the first flagged definition that test cell ``j`` reaches,
+    following names through the definitions of the cells before it."""
+    defs: dict[str, tuple[int, int, ast.stmt]] = {}  # name -> its last binding before cell j
+    for i in sorted(t for t in trees if t < j):
+        for k, stmt in enumerate(trees[i].body):
+            for name in bound_names(stmt):
+                defs[name] = (i, k, stmt)
+    todo, seen = sorted(free_names(trees[j])), set()
+    while todo:
+        name = todo.pop(0)
+        if name in seen or name not in defs:
+            continue
+        seen.add(name)
+        i, k, stmt = defs[name]
+        if (i, k) in flagged:
+            found = flagged[(i, k)]
+            return name, next((f for f in found if f.what.split(".")[-1] == name), found[0])
+        todo += sorted(free_names(stmt) - seen)
+    return None
