@@ -6,8 +6,9 @@ Writes one HTML deck per notebook and an index.html to --out, with a copy of the
 reveal.js, require.js and MathJax (slides/vendor/, fetched by scripts/fetch_slide_vendor.py)
 and jQuery (course_utils/vendor/) in --out/vendor/, so the folder can be copied anywhere and
 opened from disk. The decks use the stored outputs (nothing is executed); cells follow their
-`slideshow.slide_type` metadata (scripts/slide_metadata.py). Widget outputs are left out:
-they need a running kernel (present those notebooks live with RISE in JupyterLab).
+`slideshow.slide_type` metadata (scripts/slide_metadata.py). Widgets need a running kernel:
+a widget output shows its static fallback (the HTML of one state that the course's
+explorers send beside the widget, see course_utils.widgets) or nothing.
 """
 
 from __future__ import annotations
@@ -39,12 +40,23 @@ URLS = {
 
 
 def without_widgets(nb):
-    """A copy of ``nb`` without widget outputs and widget state (they need a kernel)."""
+    """A copy of ``nb`` without widget views and widget state (they need a kernel); a widget
+    output that carries a static fallback (``text/html``) keeps it, any other is left out."""
     nb = copy.deepcopy(nb)
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs = [o for o in cell.outputs if WIDGET_VIEW not in o.get("data", {})]
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for out in cell.outputs:
+            data = out.get("data", {})
+            if WIDGET_VIEW in data:
+                if "text/html" not in data:
+                    continue
+                out = copy.deepcopy(out)
+                out["data"] = {"text/html": data["text/html"]}
+            kept.append(out)
+        cell.outputs = kept
     return nb
 
 

@@ -316,10 +316,11 @@ def _view_text(box) -> str:
     return box.locator(".widget-html-content").first.inner_text()
 
 
-def _drag_slider(page, box, to_right: bool) -> None:
-    """Drag the box's slider handle with the mouse to one end of its track."""
-    track = box.locator(".widget-slider .noUi-target").first.bounding_box()
-    handle = box.locator(".widget-slider .noUi-handle").first.bounding_box()
+def _drag_slider(page, box, to_right: bool, index: int = 0) -> None:
+    """Drag the handle of the box's slider ``index`` with the mouse to one end of its track."""
+    slider = box.locator(".widget-slider").nth(index)
+    track = slider.locator(".noUi-target").first.bounding_box()
+    handle = slider.locator(".noUi-handle").first.bounding_box()
     assert track and handle, "the slider is not visible"
     x0, y = handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2
     x1 = track["x"] + track["width"] + 5 if to_right else track["x"] - 5
@@ -340,9 +341,9 @@ def _changes_view(page, box, action, what: str) -> str:
 
 def exercise_widget_boxes(page, name: str) -> list[str]:
     """The course's widget boxes (a VBox of controls over an HTML view): pick the last
-    drop-down entry, type a sentence + Enter into a text box, drag the slider with the mouse
-    to one end and back to the other; each must change the view. Returns one line per
-    interaction."""
+    drop-down entry, type a sentence + Enter into a text box, drag the first slider with the
+    mouse to one end and back to the other and every other slider to its farther end; each
+    must change the view. Returns one line per interaction."""
     done = []
     boxes = page.locator(".jp-OutputArea-output .widget-vbox:has(.widget-slider):has(.widget-html)")
     for i in range(boxes.count()):
@@ -360,12 +361,15 @@ def exercise_widget_boxes(page, name: str) -> list[str]:
                 text.first.fill("Attention is all you need")
                 text.first.press("Enter")
             done.append(_changes_view(page, box, type_sentence, f"{name}: typed a sentence + Enter"))
-        handle = box.locator(".widget-slider .noUi-handle").first.bounding_box()
-        track = box.locator(".widget-slider .noUi-target").first.bounding_box()
-        at_left = handle["x"] + handle["width"] / 2 < track["x"] + track["width"] / 2
-        for to_right in (at_left, not at_left):
-            done.append(_changes_view(page, box, lambda: _drag_slider(page, box, to_right),
-                                      f"{name}: dragged slider {i} towards its {'right' if to_right else 'left'} end"))
+        for k in range(box.locator(".widget-slider").count()):
+            slider = box.locator(".widget-slider").nth(k)
+            handle = slider.locator(".noUi-handle").first.bounding_box()
+            track = slider.locator(".noUi-target").first.bounding_box()
+            at_left = handle["x"] + handle["width"] / 2 < track["x"] + track["width"] / 2
+            for to_right in ((at_left, not at_left) if k == 0 else (at_left,)):
+                done.append(_changes_view(
+                    page, box, lambda: _drag_slider(page, box, to_right, k),
+                    f"{name}: dragged slider {k} of box {i} towards its {'right' if to_right else 'left'} end"))
     return done
 
 

@@ -184,3 +184,20 @@ def test_rise_slideshow_renders_ipywidgets(rise_page):
     page.keyboard.press("Shift+Enter")
     page.wait_for_selector(".jp-OutputArea-output", timeout=60_000)
     page.wait_for_selector(".widget-slider", timeout=15_000)
+
+
+def test_decks_show_an_explorers_static_fallback_and_drop_bare_widgets():
+    import nbformat
+
+    from course_utils.widgets import softmax_saturation
+    box = softmax_saturation()
+    explorer_output = nbformat.v4.new_output("display_data", data=box._repr_mimebundle_())
+    bare = nbformat.v4.new_output("display_data", data={"text/plain": "IntSlider(value=0)",
+                                                        export_slides.WIDGET_VIEW: {"model_id": "x"}})
+    cell = nbformat.v4.new_code_cell("box", outputs=[explorer_output, bare])
+    nb = nbformat.v4.new_notebook(cells=[cell], metadata={"widgets": {"state": {}}})
+    out = export_slides.without_widgets(nb)
+    assert "widgets" not in out.metadata and len(out.cells[0].outputs) == 1
+    kept = out.cells[0].outputs[0]["data"]
+    assert list(kept) == ["text/html"] and "static view (no kernel): d_k = 64" in kept["text/html"]
+    assert len(cell.outputs) == 2  # the notebook itself is not changed
