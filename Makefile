@@ -7,7 +7,7 @@ TORCH_SPEC  ?= torch==2.13.0
 # Extra pip arguments for the torch install only, e.g. a CPU-only index on a laptop:
 #   make lab TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
 TORCH_PIP_ARGS ?=
-EXTRAS      ?= lab,test
+EXTRAS      ?= lab,test,book
 PORT        ?= 8888
 # JupyterLab refuses to run as root unless told (containers, CI machines)
 LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
@@ -90,6 +90,14 @@ browser-test: $(STAMP)
 # (libraries from slides/vendor/; refetch them with scripts/fetch_slide_vendor.py).
 slides: $(STAMP)
 	$(PY) scripts/export_slides.py --out build/slides
+
+# The course website in build/book/ (open build/book/index.html; works from disk, offline):
+# the stored notebooks, the lecturer pages and the API reference (scripts/build_book.py).
+# EXECUTE=1 executes the notebooks first (fast profile, in a copy).
+.PHONY: book
+book: $(STAMP)
+	$(NATIVE_ENV) COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) scripts/build_book.py \
+	    $(if $(filter 1 yes true,$(EXECUTE)),--execute,)
 
 nbval: $(STAMP)
 	@$(FRESH_TEST_RESULTS)

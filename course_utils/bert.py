@@ -5,6 +5,7 @@ the encoder half of the Transformer with three embedding tables, two pre-trainin
 (masked LM and next-sentence prediction) and, after pre-training, a small task head.
 
 What is here:
+
 - the input representation: ``build_input`` ([CLS] a [SEP] b [SEP], token type ids,
   attention mask) and ``truncate_pair``;
 - the pre-training data: ``mask_tokens`` (15 % chosen; of those 80 % [MASK], 10 % a random

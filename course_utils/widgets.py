@@ -9,8 +9,9 @@ Every explorer also carries a **static fallback**: displayed, it sends the HTML 
 current view next to the widget, so a notebook read without a kernel (slides, a website,
 GitHub) shows one state instead of "VBox(...)".
 
-Taught in: 00_welcome (the datasets), 01_seq2seq_bottleneck (beam search), 02_bahdanau_
-attention (stepping through a decoding), 03_convs2s (receptive fields, attention per layer),
+Taught in: 00_welcome (the datasets), 01_seq2seq_bottleneck (beam search),
+02_bahdanau_attention (stepping through a decoding), 03_convs2s (receptive fields, attention
+per layer),
 04_transformer (softmax saturation, masks), 05_bert (masked-language-model guesses),
 06_bpe (replaying the merges).
 """

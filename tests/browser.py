@@ -320,7 +320,7 @@ def _drag_slider(page, box, to_right: bool, index: int = 0) -> None:
     """Drag the handle of the box's slider ``index`` with the mouse to one end of its track."""
     slider = box.locator(".widget-slider").nth(index)
     track = slider.locator(".noUi-target").first.bounding_box()
-    handle = slider.locator(".noUi-handle").first.bounding_box()
+    handle = slider.locator(".noUi-handle").last.bounding_box()  # a range slider: its upper end
     assert track and handle, "the slider is not visible"
     x0, y = handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2
     x1 = track["x"] + track["width"] + 5 if to_right else track["x"] - 5
@@ -363,7 +363,7 @@ def exercise_widget_boxes(page, name: str) -> list[str]:
             done.append(_changes_view(page, box, type_sentence, f"{name}: typed a sentence + Enter"))
         for k in range(box.locator(".widget-slider").count()):
             slider = box.locator(".widget-slider").nth(k)
-            handle = slider.locator(".noUi-handle").first.bounding_box()
+            handle = slider.locator(".noUi-handle").last.bounding_box()  # a range slider: its upper end
             track = slider.locator(".noUi-target").first.bounding_box()
             at_left = handle["x"] + handle["width"] / 2 < track["x"] + track["width"] / 2
             for to_right in ((at_left, not at_left) if k == 0 else (at_left,)):

@@ -30,8 +30,8 @@ def test_constraints_pin_torch_exactly():
 def test_environment_yml_lists_the_same_packages_as_pyproject():
     project = _pyproject()["project"]
     wanted = {}
-    for line in project["dependencies"] + project["optional-dependencies"]["lab"] \
-            + project["optional-dependencies"]["test"]:
+    extras = project["optional-dependencies"]
+    for line in project["dependencies"] + extras["lab"] + extras["test"] + extras["book"]:
         req = Requirement(line)
         wanted[req.name.lower()] = str(req.specifier)
     wanted["torch"] = str(Requirement(_torch_pin()).specifier)  # conda users get the pin

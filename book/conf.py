@@ -1,0 +1,37 @@
+"""Sphinx configuration of the course website (`make book`; scripts/build_book.py stages the
+sources: these pages, the executed notebooks and the vendored MathJax)."""
+
+project = "Attention-based models"
+author = "the course authors"
+copyright = "the course authors, MIT licence (code); see LICENSE-TEXT for the texts"
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "_readme.md"]
+
+# the notebooks are shown as they were executed and stored (fast profile, CPU); nothing runs
+nb_execution_mode = "off"
+myst_enable_extensions = ["dollarmath", "amsmath"]
+suppress_warnings = ["mystnb.unknown_mime_type"]
+
+# offline: MathJax 2 from _static (copied from slides/vendor/mathjax), no CDN
+mathjax_path = "mathjax/MathJax.js?config=TeX-AMS_CHTML"
+# the theme marks <body> "tex2jax_ignore": typeset only Sphinx's math spans and cell outputs
+mathjax2_config = {"tex2jax": {"inlineMath": [["\\(", "\\)"]], "displayMath": [["\\[", "\\]"]],
+                               "processEscapes": True, "processClass": "math|output_area"}}
+
+html_theme = "sphinx_book_theme"
+html_title = "Attention-based models"
+html_static_path = ["_static"]
+html_theme_options = {
+    "use_download_button": True,
+    "use_fullscreen_button": False,
+    "use_repository_button": False,
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+}
+html_context = {"default_mode": "light"}   # unset, the theme logs "invalid theme mode" on every page
+html_show_sourcelink = False
+html_copy_source = True   # the .ipynb behind each page, for the download button
+
+autodoc_member_order = "bysource"
+autodoc_default_options = {"members": True, "undoc-members": False}
+autodoc_mock_imports = []
