@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import CHROMIUM, offline_chromium
+from browser import CHROMIUM, SHOTS, offline_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -55,6 +55,7 @@ def test_chapters_name_their_code_and_offer_the_notebook(site):
     assert 'href="../api.html#module-course_utils.transformer"' in page
     api = (site / "api.html").read_text()
     assert 'id="course_utils.attention.scaled_dot_product_attention"' in api
+    assert 'id="course_utils.attention.MultiHeadAttention"' in api
     assert "Taught in" in api
 
 
@@ -106,6 +107,10 @@ def test_every_page_loads_offline_in_a_browser_with_math_figures_and_search(site
         for path in _pages(site):
             page.goto(f"{served}/{path.relative_to(site).as_posix()}")
             _settle(page)
+        page.goto(f"{served}/index.html")
+        _settle(page)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "book-index.png"))
         page.goto(f"{served}/notebooks/04_transformer.html")
         # MathJax 2 from _static typesets every formula of the page
         page.wait_for_function("document.querySelectorAll('.MathJax_CHTML').length > 10 && "
@@ -115,6 +120,7 @@ def test_every_page_loads_offline_in_a_browser_with_math_figures_and_search(site
         assert drawn >= 10, f"{drawn} figures drawn on 04"
         page.wait_for_selector("[id^='bertviz-course-'] svg", timeout=30_000)
         _settle(page)
+        page.screenshot(path=str(SHOTS / "book-04_transformer.png"))  # build/browser/, as the lab test
         for where in (f"{served}/search.html", (site / "search.html").as_uri()):  # hosted, and from disk
             page.goto(where + "?q=LayerNorm")
             page.wait_for_selector("#search-results li", timeout=30_000)
