@@ -48,10 +48,24 @@ FAST = BPEConfig()
 FULL = BPEConfig(num_merges=12000, wordpiece_words=4000, wordpiece_merges=400, mt_merges=8000)
 
 
+#: In a smoke test (``COURSE_SMOKE_STEPS``) the BPE trainers learn at most this many merges:
+#: training tokenisers is what a smoke run of 06 spends its time on, not the models.
+SMOKE_MERGES = 2000
+
+
 def config(profile: str | None = None) -> BPEConfig:
-    """``FAST`` or ``FULL`` for the active profile (or ``profile``). Taught in: 06_bpe."""
-    from course_utils.runtime import pick
-    return pick(FAST, FULL, profile)
+    """``FAST`` or ``FULL`` for the active profile (or ``profile``); in a smoke test the same
+    with at most ``SMOKE_MERGES`` merges per trainer. Taught in: 06_bpe."""
+    import dataclasses
+
+    from course_utils.runtime import pick, smoke_steps
+    cfg = pick(FAST, FULL, profile)
+    if smoke_steps() is not None:
+        cfg = dataclasses.replace(cfg, num_merges=min(cfg.num_merges, SMOKE_MERGES),
+                                  mt_merges=min(cfg.mt_merges, SMOKE_MERGES),
+                                  wordpiece_words=min(cfg.wordpiece_words, 1000),
+                                  wordpiece_merges=min(cfg.wordpiece_merges, 100))
+    return cfg
 
 # --------------------------------------------------------------------------------------
 # Pre-tokenisation: the simple tokenisers of the slides

@@ -20,7 +20,8 @@ training run at N optimiser steps (``training.train`` honours it) and every test
 ``data.es_en_splits`` honour it: decoding the test sets is what costs; validation splits
 are kept whole, notebooks index into them), so that the ``full`` profile can be checked
 on a CPU in minutes (tests/test_full_profile_smoke.py); ``decoding`` then writes at most
-``SMOKE_DECODE_LEN`` tokens per output. Numbers printed then mean nothing.
+``SMOKE_DECODE_LEN`` tokens per output, and ``bpe.config`` learns at most
+``bpe.SMOKE_MERGES`` merges per tokeniser. Numbers printed then mean nothing.
 """
 
 from __future__ import annotations

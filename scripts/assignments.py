@@ -566,8 +566,9 @@ def _grade_one(student: str, entry: Path, feedback_dir: Path, time_limit: float,
         (tmp / "in").mkdir()
         try:
             notebook = _prepare(entry, tmp / "in")
+            identify(read_submission(notebook), source_notebooks())  # cheap: no child for a bad file
         except AssignmentError as err:
-            row.error = str(err)
+            row.error = str(err).replace(str(tmp / "in") + os.sep, "")
             return row
         command = [sys.executable, str(Path(__file__).resolve()), "grade", str(notebook),
                    "--json", str(tmp / "result.json"), "--executed", str(tmp / "executed.ipynb"),

@@ -91,7 +91,7 @@ SETTLED = ("(!window.MathJax || !MathJax.Hub || (MathJax.Hub.queue.pending === 0
 
 def _settle(page):
     """Wait until the page and MathJax (which loads its parts and fonts later) are done."""
-    page.wait_for_load_state("networkidle")
+    page.wait_for_load_state("load")
     page.wait_for_function(SETTLED, timeout=30_000)
     page.wait_for_load_state("networkidle")
 
