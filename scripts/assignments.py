@@ -443,14 +443,22 @@ def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = No
     return bool(stopped) or (deadline is not None and time.monotonic() >= deadline)
 
 
+def answer_check_summary(nb, source) -> dict:
+    """``check_answers`` as plain data: flags, zeroed (test grade_id -> reason), findings."""
+    report = check_answers(nb, source)
+    return {"flags": report.flags, "zeroed": report.zeroed, "findings": [f.reason() for f in report.findings]}
+
+
 def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
-          checkpoint: str = "auto", time_limit: float | None = None) -> Result:
+          checkpoint: str = "auto", time_limit: float | None = None, answer_check: dict | None = None) -> Result:
     """Grade one submitted notebook; ``checkpoint``: 'auto' (the student's ``*.pt`` beside the
     submission if there is one; else the reference one is loaded so that the cells run, and
     the questions on the trained model score 0), 'submitted' (an error without one) or
     'reference' (grade the student's model code with the reference weights: the trained-model
     questions are scored, and the flag says so). ``time_limit``: seconds for the whole
-    notebook (see ``execute``)."""
+    notebook (see ``execute``). ``answer_check``: the ``answer_check_summary`` of this
+    submission if it was already made (a folder's grader makes it once, so that the child
+    that runs the notebook need not import the course package)."""
     from nbgrader.utils import determine_grade
     if checkpoint not in ("auto", "submitted", "reference"):
         raise AssignmentError(f"checkpoint must be 'auto', 'submitted' or 'reference', got {checkpoint!r}")
@@ -460,9 +468,9 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
     name = identify(submission, sources)
     source = nbformat.read(sources[name], as_version=4)
     assembled = assemble(submission, source)
-    found = check_answers(assembled.nb, source)
+    found = answer_check or answer_check_summary(assembled.nb, source)
     start = time.perf_counter()
-    flags = list(found.flags)
+    flags = list(found["flags"])
     without_checkpoint = []
     with tempfile.TemporaryDirectory(prefix=f"grade-{name}-") as tmp:
         used = []
@@ -490,8 +498,8 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
             continue
         gid = grade_id(cell)
         score, most = (float(x) for x in determine_grade(cell))
-        if gid in found.zeroed:
-            score, errors[gid] = 0.0, found.zeroed[gid]
+        if gid in found["zeroed"]:
+            score, errors[gid] = 0.0, found["zeroed"][gid]
         elif gid in without_checkpoint:
             score, errors[gid] = 0.0, ("no checkpoint handed in: this question grades the student's "
                                        "trained model (the reference weights were loaded only to run the cells)")
@@ -500,7 +508,7 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
         scores[gid] = (score, most)
     return Result(name, scores, errors, seconds,
                   "model from " + ", ".join(used) if used else "no checkpoint needed",
-                  assembled, executed, sorted(set(flags)), [f.reason() for f in found.findings])
+                  assembled, executed, sorted(set(flags)), list(found["findings"]))
 
 
 # --------------------------------------------------------------------------------------
@@ -566,13 +574,18 @@ def _grade_one(student: str, entry: Path, feedback_dir: Path, time_limit: float,
         (tmp / "in").mkdir()
         try:
             notebook = _prepare(entry, tmp / "in")
-            identify(read_submission(notebook), source_notebooks())  # cheap: no child for a bad file
+            submission = read_submission(notebook)  # cheap: no child for a bad file
+            sources = source_notebooks()
+            source = nbformat.read(sources[identify(submission, sources)], as_version=4)
+            check = answer_check_summary(assemble(submission, source).nb, source)
         except AssignmentError as err:
             row.error = str(err).replace(str(tmp / "in") + os.sep, "")
             return row
         command = [sys.executable, str(Path(__file__).resolve()), "grade", str(notebook),
                    "--json", str(tmp / "result.json"), "--executed", str(tmp / "executed.ipynb"),
-                   "--time-limit", str(time_limit), "--timeout", str(timeout)]
+                   "--time-limit", str(time_limit), "--timeout", str(timeout),
+                   "--answer-check", str(tmp / "check.json")]
+        (tmp / "check.json").write_text(json.dumps(check))
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  start_new_session=True, env={**os.environ, **GRADING_ENV})
         try:
@@ -670,6 +683,7 @@ def main(argv=None) -> int:
     gr.add_argument("--workers", type=int, default=None, help="submissions graded at once (a folder)")
     gr.add_argument("--json", type=Path, help="also write the points as JSON here (one notebook)")
     gr.add_argument("--executed", type=Path, help="also write the executed notebook here (one notebook)")
+    gr.add_argument("--answer-check", type=Path, help=argparse.SUPPRESS)  # made by a folder's grader
     args = parser.parse_args(argv)
     try:
         if args.command == "release":
@@ -689,7 +703,8 @@ def main(argv=None) -> int:
                   f"feedback in {_show(path.parent / FEEDBACK)}/")
             return 0
         result = grade(args.submission, timeout=args.timeout, checkpoint=args.checkpoint,
-                       time_limit=args.time_limit)
+                       time_limit=args.time_limit,
+                       answer_check=json.loads(args.answer_check.read_text()) if args.answer_check else None)
         print(f"grading {args.submission}")
         print(result.report())
         if args.json:

@@ -373,7 +373,7 @@ def test_ordinary_code_in_an_answer_is_not_flagged():
 
 # ---- a folder in, a CSV out -----------------------------------------------------------------
 
-TIME_LIMIT = 20  # seconds per submission in the mixed folder (a3 runs in about 3, hal about 7)
+TIME_LIMIT = 15  # seconds per submission in the mixed folder (a3 runs in about 3, hal about 7)
 EXPECTED_CSV = """\
 student,assignment,a1_bahdanau:test_additive_attention,a1_bahdanau:test_decoder_step,a1_bahdanau:test_loss,a1_bahdanau:test_translation,a2_transformer:test_attention,a2_transformer:test_masks,a2_transformer:test_positional_encoding,a2_transformer:test_multi_head_attention,a2_transformer:test_encoder_layer,a2_transformer:test_decoder_layer,a2_transformer:test_transformer,a2_transformer:test_loss,a2_transformer:test_translation,a3_bpe:test_count_pairs,a3_bpe:test_merge_pair,a3_bpe:test_train_bpe_slides,a3_bpe:test_train_bpe_tokenizers,a3_bpe:test_encode_slides,a3_bpe:test_encode_reference,total,max,flags,error
 alice,a3_bpe,,,,,,,,,,,,,,1,1,2,2,1,2,9,9,,
@@ -430,7 +430,7 @@ def test_a_folder_of_mixed_submissions_gives_the_expected_csv(graded_class):
     assert sorted(p.stem for p in (folder / "feedback").glob("*.ipynb")) == ["alice", "bob", "carol", "frank", "gina", "hal"]
     summary = {p.stem: nbformat.read(p, as_version=4).cells[0].source for p in (folder / "feedback").glob("*.ipynb")}
     assert "uses course_utils.bpe.train_bpe, the reference answer (answer cell 'train_bpe')" in summary["carol"]
-    assert "not run: the submission's time limit (20 s) was reached" in summary["frank"]
+    assert "not run: the submission's time limit (15 s) was reached" in summary["frank"]
     assert "| test_translation | 0 / 4 | no checkpoint handed in" in summary["gina"]
     assert "| test_translation | 0 / 4 | AssertionError: with the same weights, your model and the reference one disagree" \
         in summary["hal"]
