@@ -84,6 +84,15 @@ def explorer(controls: Mapping[str, object], render: Callable[..., str], *, watc
     return box
 
 
+def fit_slider(slider, last: int) -> int:
+    """Make ``slider`` range over 0..``last`` (the content behind it changed length), keeping
+    its value where it can; returns the value to show."""
+    if slider.max != last:
+        slider.value = min(slider.value, last)
+        slider.max = last
+    return slider.value
+
+
 def message_html(text: str) -> str:
     """A message in the view (what a student typed that cannot be shown)."""
     return (f'<div class="course-message" style="color: #a00; font-family: monospace; font-size: 14px">'
@@ -171,12 +180,9 @@ def attention_stepper(items: Sequence[Walkthrough], labels: Sequence[str] | None
 
     def render(picker, slider):
         item = items[picker]
-        if box_slider[0].max != len(item.output) - 1:  # a shorter or longer sentence
-            box_slider[0].value = min(slider, len(item.output) - 1)
-            box_slider[0].max = len(item.output) - 1
-        return step_html(item, box_slider[0].value)
+        return step_html(item, fit_slider(step_slider, len(item.output) - 1))  # sentences differ in length
 
-    box_slider = [slider]
+    step_slider = slider
     return explorer({"picker": picker, "slider": slider}, render)
 
 
@@ -222,13 +228,9 @@ def bpe_replay(tokenizer, text: str = "The unbelievably hug-loving pugs!"):
     def render(text, slider):
         if not text.strip():
             raise ValueError("type a sentence to replay its merges")
-        last = len(tokenizer.replay(text)) - 1
-        if box_slider.max != last:
-            box_slider.value = min(slider, last)
-            box_slider.max = last
-        return bpe_replay_html(tokenizer, text, box_slider.value)
+        return bpe_replay_html(tokenizer, text, fit_slider(step_slider, len(tokenizer.replay(text)) - 1))
 
-    box_slider = slider
+    step_slider = slider
     return explorer({"text": box_text, "slider": slider}, render)
 
 
@@ -342,10 +344,7 @@ def mask_explorer(layer, lengths: str = "3, 1, 4", seed: int = 0):
         except ValueError as err:  # say so, and keep showing the last batch that made sense
             note = message_html(f"{err}; showing the last valid batch {last_good[0]}")
         parsed = last_good[0]
-        if row_slider.max != len(parsed) - 1:
-            row_slider.value = min(row, len(parsed) - 1)
-            row_slider.max = len(parsed) - 1
-        return note + masks_html(layer, parsed, causal, row_slider.value, seed)
+        return note + masks_html(layer, parsed, causal, fit_slider(row_slider, len(parsed) - 1), seed)
 
     row_slider = row
     return explorer({"lengths": text, "causal": causal, "row": row}, render)
@@ -561,10 +560,7 @@ def beam_explorer(model, data, sources: Sequence[str], max_len: int = 60):
         if key not in cache:
             cache[key] = beam_trace(model, data.src_vocab.encode(tokenize(sources[picker])), beam, alpha, max_len)
         trace = cache[key]
-        if step_slider.max != len(trace.steps) - 1:
-            step_slider.value = min(step, len(trace.steps) - 1)
-            step_slider.max = len(trace.steps) - 1
-        return beam_html(trace, step_slider.value, data.tgt_vocab.decode, alpha)
+        return beam_html(trace, fit_slider(step_slider, len(trace.steps) - 1), data.tgt_vocab.decode, alpha)
 
     step_slider = step
     return explorer({"picker": picker, "beam": beam, "alpha": alpha, "step": step}, render)

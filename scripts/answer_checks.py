@@ -204,6 +204,14 @@ def _import_bindings(stmt) -> dict[str, str]:
     return out
 
 
+def _imports_of(stmt) -> dict[str, str]:
+    """name -> qualified name, for every import anywhere inside ``stmt``."""
+    imported = {}
+    for node in ast.walk(stmt):
+        imported.update(_import_bindings(node))
+    return imported
+
+
 class Names:
     """What each global name stands for, as the notebook's cells run in order."""
 
@@ -215,9 +223,7 @@ class Names:
         """Follow the top-level statements of ``tree`` (a cell or one statement): imports
         bind qualified names, any other binding makes the name something else."""
         for stmt in tree.body if isinstance(tree, ast.Module) else [tree]:
-            imported = {}
-            for node in ast.walk(stmt):
-                imported.update(_import_bindings(node))
+            imported = _imports_of(stmt)
             for name in bound_names(stmt) - set(imported):
                 self.qualname.pop(name, None)
             self.qualname.update(imported)
@@ -350,7 +356,6 @@ def check_cell(tree, gid: str, names: Names, rules: Rules, own: set[str]) -> lis
                 kind = rules.verdict(qual)
                 if kind:
                     add(kind, qual)
-            for qual in _import_bindings(node).values():
                 if not _findable(qual.split(".")[0]):  # e.g. a file the answer wrote itself
                     add("dynamic", f"import {qual.split('.')[0]}, a module that is not installed")
             if isinstance(node, ast.ImportFrom):
@@ -404,6 +409,9 @@ def check(cells, rules: Rules, *, is_answer, is_test, grade_id, answer_names: se
     solutions bind (what answers are expected to define)."""
     trees = {i: parse(c.source) for i, c in enumerate(cells) if c.cell_type == "code"}
     trees = {i: t for i, t in trees.items() if t is not None}
+    bound = {i: {n for stmt in t.body for n in bound_names(stmt)} for i, t in trees.items()}
+    read_only = [i for i in trees if not is_answer(cells[i])]
+    reads = {i: loaded_names(trees[i]) for i in read_only}
     names, report = Names(), Report()
     index_of = {}
     for i, tree in trees.items():
@@ -412,20 +420,18 @@ def check(cells, rules: Rules, *, is_answer, is_test, grade_id, answer_names: se
             names.update(tree)
             continue
         index_of[grade_id(cell)] = i
-        own = answer_names | {n for stmt in tree.body for n in bound_names(stmt)}
+        own = answer_names | bound[i]
         before = dict(names.qualname)
         findings = check_cell(tree, grade_id(cell), names, rules, own)
         # rebinding a name that a later read-only cell reads before binding it again (an
         # import of the very object the name stood for changes nothing)
         for k, stmt in enumerate(tree.body):
-            imported = {}
-            for node in ast.walk(stmt):
-                imported.update(_import_bindings(node))
+            imported = _imports_of(stmt)
             for name in sorted(bound_names(stmt) - answer_names):
-                if name in imported and name in before and resolve(imported[name]) is resolve(before[name]) \
-                        and resolve(before[name]) is not None:
+                same = name in imported and name in before and resolve(before[name]) is not None
+                if same and resolve(imported[name]) is resolve(before[name]):
                     continue
-                if _next_reader(name, i, cells, trees, is_answer) is not None:
+                if _read_later(name, [j for j in read_only if j > i], reads, bound):
                     findings.append(Finding("monkeypatch", grade_id(cell), name, k))
         report.findings += findings
     # which test cells it costs: hidden code and monkeypatches every later one; a
@@ -434,15 +440,19 @@ def check(cells, rules: Rules, *, is_answer, is_test, grade_id, answer_names: se
     flagged = {}
     for f in report.findings:
         flagged.setdefault((index_of[f.cell], f.at), []).append(f)
-    for j, cell in enumerate(cells):
-        if not is_test(cell) or j not in trees:
-            continue
-        if everything_after is not None and everything_after < j:
+    defs: dict[str, tuple[int, int, ast.stmt]] = {}  # name -> its last binding so far
+    for j, tree in trees.items():
+        cell = cells[j]
+        hit = None
+        if is_test(cell) and everything_after is not None and everything_after < j:
             first = next(f for f in report.findings
                          if f.kind != "reference" and index_of[f.cell] == everything_after)
             report.zeroed[grade_id(cell)] = first.reason()
-            continue
-        hit = _reaches(j, trees, flagged)
+        elif is_test(cell):
+            hit = _reaches(tree, defs, flagged)
+        for k, stmt in enumerate(tree.body):
+            for name in bound_names(stmt):
+                defs[name] = (j, k, stmt)
         if hit:
             name, f = hit
             report.zeroed[grade_id(cell)] = (f.reason() if name == f.what.split(".")[-1]
@@ -450,30 +460,21 @@ def check(cells, rules: Rules, *, is_answer, is_test, grade_id, answer_names: se
     return report
 
 
-def _next_reader(name, i, cells, trees, is_answer):
-    """Index of the first read-only cell after ``i`` that reads ``name`` without binding it
-    itself, before another read-only cell binds it; None when there is none."""
-    for j in sorted(t for t in trees if t > i):
-        if is_answer(cells[j]):
-            continue
-        tree = trees[j]
-        bound = {n for stmt in tree.body for n in bound_names(stmt)}
-        if name in bound:
-            return None
-        if name in loaded_names(tree):
-            return j
-    return None
+def _read_later(name, later, reads, bound) -> bool:
+    """Whether one of the read-only cells ``later`` (in order) reads ``name`` before one of
+    them binds it again (a cell that binds it itself reads its own value)."""
+    for j in later:
+        if name in bound[j]:
+            return False
+        if name in reads[j]:
+            return True
+    return False
 
 
-def _reaches(j, trees, flagged):
-    """(name, finding) of the first flagged definition that test cell ``j`` reaches,
-    following names through the definitions of the cells before it."""
-    defs: dict[str, tuple[int, int, ast.stmt]] = {}  # name -> its last binding before cell j
-    for i in sorted(t for t in trees if t < j):
-        for k, stmt in enumerate(trees[i].body):
-            for name in bound_names(stmt):
-                defs[name] = (i, k, stmt)
-    todo, seen = sorted(free_names(trees[j])), set()
+def _reaches(tree, defs, flagged):
+    """(name, finding) of the first flagged definition that the test cell ``tree`` reaches,
+    following names through ``defs`` (name -> its last binding in the cells before it)."""
+    todo, seen = sorted(free_names(tree)), set()
     while todo:
         name = todo.pop(0)
         if name in seen or name not in defs:
