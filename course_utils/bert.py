@@ -252,9 +252,10 @@ FULL = BertPretraining(vocab_size=8000, d_model=256, num_layers=4, num_heads=8, 
 
 def pretraining_recipe(profile: str | None = None) -> BertPretraining:
     """The fast or full recipe of 05; in a smoke test (``COURSE_SMOKE_STEPS``) the same
-    models with few examples (``runtime.smoke_eval_size()``). Taught in: 05_bert."""
+    models with few examples (``runtime.smoke_eval_size()``) in small batches
+    (``runtime.cap_batch``). Taught in: 05_bert."""
     from dataclasses import replace
-    from course_utils.runtime import smoke_eval_size
+    from course_utils.runtime import cap_batch, smoke_eval_size
     recipe = pick(FAST, FULL, profile)
     size = smoke_eval_size()
     if size is not None:
@@ -264,7 +265,9 @@ def pretraining_recipe(profile: str | None = None) -> BertPretraining:
                          book_train_per_class=min(recipe.book_train_per_class, per_book),
                          book_test_per_class=min(recipe.book_test_per_class, per_book),
                          names_train=min(recipe.names_train, size),
-                         names_test=min(recipe.names_test, size))
+                         names_test=min(recipe.names_test, size),
+                         batch_size=cap_batch(recipe.batch_size),
+                         fine_tune_batch=cap_batch(recipe.fine_tune_batch))
     return recipe
 
 

@@ -55,16 +55,18 @@ SMOKE_MERGES = 2000
 
 def config(profile: str | None = None) -> BPEConfig:
     """``FAST`` or ``FULL`` for the active profile (or ``profile``); in a smoke test the same
-    with at most ``SMOKE_MERGES`` merges per trainer. Taught in: 06_bpe."""
+    with at most ``SMOKE_MERGES`` merges per trainer and small translation batches
+    (``runtime.cap_batch``). Taught in: 06_bpe."""
     import dataclasses
 
-    from course_utils.runtime import pick, smoke_steps
+    from course_utils.runtime import cap_batch, pick, smoke_steps
     cfg = pick(FAST, FULL, profile)
     if smoke_steps() is not None:
         cfg = dataclasses.replace(cfg, num_merges=min(cfg.num_merges, SMOKE_MERGES),
                                   mt_merges=min(cfg.mt_merges, SMOKE_MERGES),
                                   wordpiece_words=min(cfg.wordpiece_words, 1000),
-                                  wordpiece_merges=min(cfg.wordpiece_merges, 100))
+                                  wordpiece_merges=min(cfg.wordpiece_merges, 100),
+                                  mt_batch_size=cap_batch(cfg.mt_batch_size))
     return cfg
 
 # --------------------------------------------------------------------------------------

@@ -20,8 +20,10 @@ training run at N optimiser steps (``training.train`` honours it) and every test
 ``data.es_en_splits`` honour it: decoding the test sets is what costs; validation splits
 are kept whole, notebooks index into them), so that the ``full`` profile can be checked
 on a CPU in minutes (tests/test_full_profile_smoke.py); ``decoding`` then writes at most
-``SMOKE_DECODE_LEN`` tokens per output, and ``bpe.config`` learns at most
-``bpe.SMOKE_MERGES`` merges per tokeniser. Numbers printed then mean nothing.
+``SMOKE_DECODE_LEN`` tokens per output, ``bpe.config`` learns at most
+``bpe.SMOKE_MERGES`` merges per tokeniser, and a recipe may take batches of at most
+``SMOKE_BATCH`` examples (``cap_batch``: the full-size models' two steps on full batches
+were most of 05's smoke run). Numbers printed then mean nothing.
 """
 
 from __future__ import annotations
@@ -141,6 +143,15 @@ def cap_steps(steps: int | None) -> int | None:
     if cap is None:
         return steps
     return cap if steps is None else min(steps, cap)
+
+
+#: in a smoke test, the most examples per training batch of a recipe that asks ``cap_batch``
+SMOKE_BATCH = 8
+
+
+def cap_batch(batch_size: int) -> int:
+    """``batch_size`` capped at ``SMOKE_BATCH`` in a smoke test; unchanged outside one."""
+    return batch_size if smoke_steps() is None else min(batch_size, SMOKE_BATCH)
 
 
 #: in a smoke test, the longest output a decoder writes (an untrained model rarely ends its

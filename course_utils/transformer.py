@@ -109,14 +109,22 @@ COMPARE_FULL = TransformerTraining(d_model=128, num_heads=4, num_layers=2, d_ff=
                                    max_src_len=12)
 
 
+def _smoke_batches(recipe: TransformerTraining) -> TransformerTraining:
+    from dataclasses import replace
+    from course_utils.runtime import cap_batch
+    return replace(recipe, batch_size=cap_batch(recipe.batch_size))
+
+
 def training_recipe(profile: str | None = None) -> TransformerTraining:
-    """``FAST`` or ``FULL`` for the active profile. Taught in: 04_transformer."""
-    return pick(FAST, FULL, profile)
+    """``FAST`` or ``FULL`` for the active profile (in a smoke test with small batches,
+    ``runtime.cap_batch``). Taught in: 04_transformer."""
+    return _smoke_batches(pick(FAST, FULL, profile))
 
 
 def comparison_recipe(profile: str | None = None) -> TransformerTraining:
-    """``COMPARE_FAST`` or ``COMPARE_FULL``: the small model of 04's side-by-side runs."""
-    return pick(COMPARE_FAST, COMPARE_FULL, profile)
+    """``COMPARE_FAST`` or ``COMPARE_FULL``: the small model of 04's side-by-side runs
+    (small batches in a smoke test)."""
+    return _smoke_batches(pick(COMPARE_FAST, COMPARE_FULL, profile))
 
 
 # --------------------------------------------------------------------------------------

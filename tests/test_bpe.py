@@ -227,7 +227,7 @@ def test_replay_widget_follows_text_and_slider():
     assert "[UNK]" in box.view.value and ">ug<" in box.view.value
 
 
-def test_a_smoke_run_learns_fewer_merges_and_nothing_else_changes(monkeypatch):
+def test_a_smoke_run_learns_fewer_merges_in_small_batches_and_nothing_else_changes(monkeypatch):
     from course_utils import bpe
     monkeypatch.delenv("COURSE_SMOKE_STEPS", raising=False)
     assert bpe.config("full") == bpe.FULL and bpe.config("fast") == bpe.FAST
@@ -235,3 +235,5 @@ def test_a_smoke_run_learns_fewer_merges_and_nothing_else_changes(monkeypatch):
     smoke = bpe.config("full")
     assert smoke.num_merges == smoke.mt_merges == bpe.SMOKE_MERGES < bpe.FULL.num_merges
     assert smoke.mt_steps == bpe.FULL.mt_steps and smoke.mt_hidden_size == bpe.FULL.mt_hidden_size
+    from course_utils.runtime import SMOKE_BATCH
+    assert smoke.mt_batch_size == SMOKE_BATCH < bpe.FULL.mt_batch_size
