@@ -263,9 +263,25 @@ def shut_down_kernels(lab: JupyterLab) -> None:
         urllib.request.urlopen(req, timeout=30).close()
 
 
-def run_all_cells(page, name: str, n_code: int, timeout: float) -> float:
+#: seconds of idle kernels with cells left that count as a stalled run (polled once a second)
+STALL_S = 30
+
+
+class RunStalled(AssertionError):
+    """Run All stopped making progress with every kernel idle (retried once)."""
+
+
+def kernels_idle(lab: JupyterLab) -> bool:
+    """Whether the server has kernels and every one is idle (REST API)."""
+    with urllib.request.urlopen(f"{lab.url}/api/kernels", timeout=10) as r:
+        kernels = json.load(r)
+    return bool(kernels) and all(k.get("execution_state") == "idle" for k in kernels)
+
+
+def run_all_cells(page, name: str, n_code: int, timeout: float, lab: JupyterLab | None = None) -> float:
     """Run > Run All Cells; wait until every code cell has an execution count and the
-    kernel is idle; return the wall time in seconds. Stops early on an error output."""
+    kernel is idle; return the wall time in seconds. Stops early on an error output, and
+    with ``RunStalled`` when ``lab``'s kernels stay idle for ``STALL_S`` s with cells left."""
     prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt")
     # the stored outputs and execution counts go first, so that all that is seen is new
     cleared = lambda: (not any(re.search(r"\[\d+\]", t) for t in prompts.all_inner_texts())
@@ -305,8 +321,24 @@ def run_all_cells(page, name: str, n_code: int, timeout: float) -> float:
         errors = error_outputs(page)
         return f"{name}: an error output appeared:\n{errors[0][-3000:]}" if errors else None
 
+    idle_polls = [0]
+
+    def failed_or_stalled():
+        message = failed()
+        if message:
+            return message
+        # the run stalled: every kernel idle for STALL_S s while cells are left (a start-up
+        # race of JupyterLab that leaves the page on a kernel that was shut down: seen once)
+        idle_polls[0] = idle_polls[0] + 1 if lab is not None and kernels_idle(lab) else 0
+        if idle_polls[0] >= STALL_S:
+            raise RunStalled(f"{name}: {state.get('executed')} of {n_code} cells ran, then every "
+                             f"kernel stayed idle for {STALL_S} s")
+        return None
+
     try:
-        _wait(done, timeout, f"all {n_code} code cells of {name} to run", fail=failed)
+        _wait(done, timeout, f"all {n_code} code cells of {name} to run", fail=failed_or_stalled)
+    except RunStalled:
+        raise
     except AssertionError as err:
         raise AssertionError(f"{err} (last seen: {state})") from None
     return time.monotonic() - start
@@ -428,7 +460,13 @@ def check_notebook_in_lab(context, lab: JupyterLab, name: str, shots: Path = SHO
         report["open_s"] = round(time.monotonic() - start, 1)
         n_code = code_cell_count(source)
         budget = max(300, 5 * EXPECTED_SECONDS.get(name[:2], 180))
-        report["run_all_s"] = round(run_all_cells(page, name, n_code, budget), 1)
+        try:
+            report["run_all_s"] = round(run_all_cells(page, name, n_code, budget, lab), 1)
+        except RunStalled as stalled:  # once: a fresh kernel and page
+            report["retried"] = str(stalled)
+            shut_down_kernels(lab)
+            open_notebook(page, lab, name)
+            report["run_all_s"] = round(run_all_cells(page, name, n_code, budget, lab), 1)
         assert not error_outputs(page), f"{name}: error outputs after Run All: {error_outputs(page)}"
         report["profile"] = check_profile_banner(page, name)
         report["figures"] = check_images(page, name, stored_image_count(source))
