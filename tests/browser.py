@@ -278,7 +278,7 @@ def kernels_idle(lab: JupyterLab) -> bool:
     return bool(kernels) and all(k.get("execution_state") == "idle" for k in kernels)
 
 
-def run_all_cells(page, name: str, n_code: int, timeout: float, lab: JupyterLab | None = None) -> float:
+def run_all_cells(page, name: str, n_code: int, timeout: float, lab: JupyterLab) -> float:
     """Run > Run All Cells; wait until every code cell has an execution count and the
     kernel is idle; return the wall time in seconds. Stops early on an error output, and
     with ``RunStalled`` when ``lab``'s kernels stay idle for ``STALL_S`` s with cells left."""
@@ -321,16 +321,17 @@ def run_all_cells(page, name: str, n_code: int, timeout: float, lab: JupyterLab 
         errors = error_outputs(page)
         return f"{name}: an error output appeared:\n{errors[0][-3000:]}" if errors else None
 
-    idle_polls = [0]
+    idle_polls = 0
 
     def failed_or_stalled():
+        nonlocal idle_polls
         message = failed()
         if message:
             return message
         # the run stalled: every kernel idle for STALL_S s while cells are left (a start-up
         # race of JupyterLab that leaves the page on a kernel that was shut down: seen once)
-        idle_polls[0] = idle_polls[0] + 1 if lab is not None and kernels_idle(lab) else 0
-        if idle_polls[0] >= STALL_S:
+        idle_polls = idle_polls + 1 if kernels_idle(lab) else 0
+        if idle_polls >= STALL_S:
             raise RunStalled(f"{name}: {state.get('executed')} of {n_code} cells ran, then every "
                              f"kernel stayed idle for {STALL_S} s")
         return None

@@ -140,7 +140,6 @@ def test_smoke_knob_caps_steps_and_test_sets(monkeypatch):
     smoke = bert.pretraining_recipe("full")   # the full models, small batches
     assert smoke.model_config() == bert.FULL.model_config() and smoke.task_max_len == bert.FULL.task_max_len
     assert (smoke.batch_size, smoke.fine_tune_batch) == (runtime.SMOKE_BATCH, runtime.SMOKE_BATCH)
-    from course_utils import transformer
     for make, full in ((transformer.training_recipe, transformer.FULL),
                        (transformer.comparison_recipe, transformer.COMPARE_FULL)):
         assert make("full").batch_size == runtime.SMOKE_BATCH < full.batch_size
