@@ -9,6 +9,7 @@ Taught in: 01_seq2seq_bottleneck (curves, scores by length), 02_bahdanau_attenti
 
 from __future__ import annotations
 
+import sys
 from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -32,11 +33,13 @@ def use_style(lecture: bool = False) -> None:
                          "axes.spines.top": False, "axes.spines.right": False,
                          "axes.prop_cycle": plt.cycler(color=plt.get_cmap("tab10").colors),
                          "savefig.format": "png", **STYLES[bool(lecture)]})
-    try:  # inline backend: PNG, never SVG (nbval compares SVG text)
+    # Inline backend: PNG, never SVG (nbval compares SVG text). Only inside IPython: outside
+    # it, set_matplotlib_formats creates a shell that replaces sys.modules["__main__"], and a
+    # script's process pool then cannot find its own functions.
+    ipython = sys.modules.get("IPython")
+    if ipython is not None and ipython.get_ipython() is not None:
         from matplotlib_inline.backend_inline import set_matplotlib_formats
         set_matplotlib_formats("png")
-    except ImportError:
-        pass
 
 
 def _as_array(weights, ndim: int, name: str) -> np.ndarray:

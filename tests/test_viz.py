@@ -1,3 +1,7 @@
+import subprocess
+import sys
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -79,3 +83,15 @@ def test_length_histogram():
     assert counts == [2, 2]                                  # the tallest bins: two 4s, two 5s
     ax = viz.length_histogram({"verses": [1, 2]}, unit="pieces", counted="verses")
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("length (pieces)", "verses")
+
+
+def test_style_outside_ipython_keeps_the_main_module():
+    # set_matplotlib_formats outside IPython creates a shell that replaces __main__, and a
+    # script's process pool (scripts/tune_transformer.py) then lost its own functions
+    script = ("import sys; main = sys.modules['__main__']\n"
+              "from course_utils import viz; viz.use_style()\n"
+              "print(sys.modules['__main__'] is main)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"

@@ -1,0 +1,318 @@
+"""The Vision Transformer (Dosovitskiy et al., 2021) on small images, from the course's layers.
+
+Taught in: 08_vision_transformer. Built from ``course_utils.transformer.EncoderLayer``
+(pre-LN, 04) and ``course_utils.training.train``. An image is cut into patches, each patch
+is flattened and mapped to a vector (a token), a learned class token is put in front,
+learned position embeddings are added, and a Transformer encoder reads the sequence; the
+class token's final vector, normalised, goes to a linear classifier.
+
+Leaves out: GELU in the feed-forward net (the course's is ReLU), pre-training on a large
+image set and fine-tuning at a higher resolution (the paper's recipe; here every model
+trains from scratch on scikit-learn's 8x8 digits), stochastic depth, mixup and RandAugment.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from course_utils.runtime import cap_steps, pick
+from course_utils.transformer import EncoderLayer
+
+
+# --------------------------------------------------------------------------------------
+# Patches
+# --------------------------------------------------------------------------------------
+
+
+def _check_images(images, what: str = "images") -> None:
+    if not torch.is_tensor(images) or images.dim() != 4:
+        shape = tuple(images.shape) if torch.is_tensor(images) else type(images).__name__
+        raise ValueError(f"{what} must be a tensor (batch, channels, height, width), got {shape}")
+
+
+def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
+    """(batch, channels, H, W) -> (batch, num_patches, channels * patch_size**2).
+
+    Patches in row-major order (left to right, then top to bottom); each flattened
+    channel first, then row-major inside the patch. Taught in: 08_vision_transformer.
+    """
+    _check_images(images)
+    if not isinstance(patch_size, int) or patch_size < 1:
+        raise ValueError(f"patch_size must be a positive int, got {patch_size!r}")
+    b, c, h, w = images.shape
+    if h % patch_size or w % patch_size:
+        raise ValueError(f"image height and width ({h} x {w}) must be divisible by "
+                         f"patch_size={patch_size}")
+    x = images.reshape(b, c, h // patch_size, patch_size, w // patch_size, patch_size)
+    x = x.permute(0, 2, 4, 1, 3, 5)          # (b, rows, cols, c, p, p)
+    return x.reshape(b, (h // patch_size) * (w // patch_size), c * patch_size * patch_size)
+
+
+def unpatchify(patches: torch.Tensor, patch_size: int, height: int, width: int) -> torch.Tensor:
+    """The inverse of ``patchify``: (batch, num_patches, channels * p**2) -> (batch,
+    channels, height, width). Taught in: 08_vision_transformer."""
+    if not torch.is_tensor(patches) or patches.dim() != 3:
+        shape = tuple(patches.shape) if torch.is_tensor(patches) else type(patches).__name__
+        raise ValueError(f"patches must be a tensor (batch, num_patches, features), got {shape}")
+    if height % patch_size or width % patch_size:
+        raise ValueError(f"height and width ({height} x {width}) must be divisible by "
+                         f"patch_size={patch_size}")
+    rows, cols = height // patch_size, width // patch_size
+    b, n, f = patches.shape
+    if n != rows * cols or f % (patch_size * patch_size):
+        raise ValueError(f"{height} x {width} images in {patch_size} x {patch_size} patches need "
+                         f"(batch, {rows * cols}, channels * {patch_size * patch_size}) patches, "
+                         f"got {tuple(patches.shape)}")
+    c = f // (patch_size * patch_size)
+    x = patches.reshape(b, rows, cols, c, patch_size, patch_size).permute(0, 3, 1, 4, 2, 5)
+    return x.reshape(b, c, height, width)
+
+
+def patch_embedding_as_conv(linear: nn.Linear, patch_size: int, channels: int) -> nn.Conv2d:
+    """A ``Conv2d`` (kernel = stride = patch_size) with the weights of a patch embedding
+    ``linear`` (channels * p**2 -> d): the same map, written as a strided convolution.
+    Taught in: 08_vision_transformer."""
+    d, f = linear.weight.shape
+    if f != channels * patch_size * patch_size:
+        raise ValueError(f"the linear layer takes {f} inputs, {channels} channels of "
+                         f"{patch_size} x {patch_size} patches are {channels * patch_size ** 2}")
+    conv = nn.Conv2d(channels, d, kernel_size=patch_size, stride=patch_size,
+                     bias=linear.bias is not None)
+    with torch.no_grad():
+        conv.weight.copy_(linear.weight.reshape(d, channels, patch_size, patch_size))
+        if linear.bias is not None:
+            conv.bias.copy_(linear.bias)
+    return conv.to(linear.weight.device)
+
+
+# --------------------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ViTConfig:
+    """Sizes and choices of a Vision Transformer."""
+    image_size: int = 8         # height = width, in pixels
+    patch_size: int = 2         # (image_size / patch_size)**2 patches
+    channels: int = 1
+    num_classes: int = 10
+    d_model: int = 64           # width of every token vector
+    num_heads: int = 4
+    num_layers: int = 3
+    d_ff: int = 128             # hidden size of the position-wise feed-forward net
+    dropout: float = 0.0
+    positions: str = "learned"  # 'learned' (ViT) or 'none' (a bag of patches)
+
+    def __post_init__(self):
+        if self.image_size % self.patch_size:
+            raise ValueError(f"image_size={self.image_size} must be divisible by patch_size={self.patch_size}")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}")
+        if self.positions not in ("learned", "none"):
+            raise ValueError(f"positions must be 'learned' or 'none', got {self.positions!r}")
+
+    @property
+    def num_patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+
+class ViT(nn.Module):
+    """Patches -> linear embedding -> [class token; patches] + positions -> pre-LN encoder
+    -> LayerNorm -> linear classifier on the class token. Taught in: 08_vision_transformer.
+
+    ``forward(images (batch, channels, H, W))`` returns logits (batch, num_classes);
+    ``forward(images, return_attention=True)`` returns ``(logits, weights)`` with one
+    (batch, heads, tokens, tokens) tensor per layer (token 0 is the class token).
+    """
+
+    def __init__(self, cfg: ViTConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.patch_embed = nn.Linear(cfg.channels * cfg.patch_size ** 2, cfg.d_model)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.d_model))
+        self.pos_embed = (nn.Parameter(torch.zeros(1, cfg.num_patches + 1, cfg.d_model))
+                          if cfg.positions == "learned" else None)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.layers = nn.ModuleList(EncoderLayer(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout,
+                                                 norm_first=True) for _ in range(cfg.num_layers))
+        self.norm = nn.LayerNorm(cfg.d_model)
+        self.head = nn.Linear(cfg.d_model, cfg.num_classes)
+        nn.init.normal_(self.cls_token, std=0.02)
+        if self.pos_embed is not None:
+            nn.init.normal_(self.pos_embed, std=0.02)
+
+    def check_images(self, images: torch.Tensor) -> None:
+        """A ValueError naming the expected and the given shape unless ``images`` is
+        (batch, channels, image_size, image_size)."""
+        _check_images(images)
+        c, s = self.cfg.channels, self.cfg.image_size
+        if tuple(images.shape[1:]) != (c, s, s):
+            raise ValueError(f"this ViT takes images (batch, {c}, {s}, {s}), got {tuple(images.shape)}")
+
+    def embed(self, images: torch.Tensor) -> torch.Tensor:
+        """The encoder's input (batch, 1 + num_patches, d_model): the class token, then the
+        embedded patches, plus the position embeddings."""
+        self.check_images(images)
+        tokens = self.patch_embed(patchify(images, self.cfg.patch_size))       # (b, n, d)
+        cls = self.cls_token.expand(len(images), -1, -1)                        # (b, 1, d)
+        x = torch.cat([cls, tokens], dim=1)                                     # (b, 1 + n, d)
+        if self.pos_embed is not None:
+            x = x + self.pos_embed
+        return self.dropout(x)
+
+    def forward(self, images: torch.Tensor, return_attention: bool = False):
+        x = self.embed(images)
+        weights = []
+        for layer in self.layers:
+            x, w = layer(x, need_weights=return_attention)
+            weights.append(w)
+        logits = self.head(self.norm(x[:, 0]))                                  # class token only
+        return (logits, weights) if return_attention else logits
+
+
+def attention_rollout(weights: list[torch.Tensor]) -> torch.Tensor:
+    """Attention rollout (Abnar & Zuidema, 2020): per layer, average the heads, add the
+    identity (the residual connection) and renormalise the rows; multiply the layers from
+    the first up. ``weights``: one (batch, heads, t, t) tensor per layer; returns (batch,
+    t, t), rows summing to 1. Taught in: 08_vision_transformer."""
+    if not weights:
+        raise ValueError("attention_rollout needs the weights of at least one layer, got none")
+    rollout = None
+    for w in weights:
+        if w is None or w.dim() != 4 or w.shape[-1] != w.shape[-2]:
+            shape = None if w is None else tuple(w.shape)
+            raise ValueError(f"each layer's weights must be (batch, heads, t, t), got {shape}")
+        a = w.mean(1) + torch.eye(w.shape[-1], device=w.device)               # (b, t, t)
+        a = a / a.sum(-1, keepdim=True)
+        rollout = a if rollout is None else a @ rollout
+    return rollout
+
+
+# --------------------------------------------------------------------------------------
+# Baselines of the same size class, data augmentation, training
+# --------------------------------------------------------------------------------------
+
+
+def small_cnn(channels: int = 1, num_classes: int = 10, width: int = 32) -> nn.Module:
+    """Two 3x3 convolutions (padding 1), each with ReLU and 2x2 max-pooling, then a linear
+    classifier: the CNN baseline of 08 (for 8x8 images)."""
+    return nn.Sequential(
+        nn.Conv2d(channels, width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),     # 8x8 -> 4x4
+        nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),    # 4x4 -> 2x2
+        nn.Flatten(), nn.Linear(2 * width * 4, num_classes))
+
+
+def mlp(image_size: int = 8, channels: int = 1, num_classes: int = 10, hidden: int = 256) -> nn.Module:
+    """The pixels as one vector, two hidden layers with ReLU: the MLP baseline of 08."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(channels * image_size ** 2, hidden), nn.ReLU(),
+                         nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+
+
+def random_shift(images: torch.Tensor, max_shift: int = 1, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Each image moved by up to ``max_shift`` pixels in each direction (filled with 0):
+    the data augmentation of 08. (batch, c, H, W) -> the same shape."""
+    _check_images(images)
+    b, _, h, w = images.shape
+    padded = nn.functional.pad(images, (max_shift,) * 4)
+    dy = torch.randint(0, 2 * max_shift + 1, (b,), generator=generator).tolist()
+    dx = torch.randint(0, 2 * max_shift + 1, (b,), generator=generator).tolist()
+    return torch.stack([padded[i, :, y:y + h, x:x + w] for i, (y, x) in enumerate(zip(dy, dx))])
+
+
+@dataclass
+class ViTTraining:
+    """Model sizes and the training recipe of 08 (every model of its comparisons trains
+    with the same steps, batches, optimiser and schedule)."""
+    patch_size: int = 2
+    d_model: int = 64
+    num_heads: int = 4
+    num_layers: int = 3
+    d_ff: int = 128
+    dropout: float = 0.0
+    batch_size: int = 64
+    lr: float = 2e-3            # AdamW peak learning rate, after a linear warm-up
+    weight_decay: float = 0.05
+    warmup: int = 50
+    max_steps: int = 600        # then a cosine decay to 0 over the remaining steps
+    augment: bool = False       # random shifts of up to one pixel
+    seeds: tuple = (0, 1, 2)    # the comparisons' seeds
+
+    def model_config(self, **overrides) -> ViTConfig:
+        """The ``ViTConfig`` for these sizes (``overrides`` change single fields)."""
+        kwargs = dict(patch_size=self.patch_size, d_model=self.d_model, num_heads=self.num_heads,
+                      num_layers=self.num_layers, d_ff=self.d_ff, dropout=self.dropout)
+        kwargs.update(overrides)
+        return ViTConfig(**kwargs)
+
+
+FAST = ViTTraining()
+FULL = ViTTraining(d_model=128, num_heads=4, num_layers=6, d_ff=256, dropout=0.1, max_steps=3000,
+                   warmup=200, seeds=(0, 1, 2, 3, 4))
+
+
+def training_recipe(profile: str | None = None) -> ViTTraining:
+    """``FAST`` or ``FULL`` for the active profile. Taught in: 08_vision_transformer."""
+    return pick(FAST, FULL, profile)
+
+
+def image_batches(images: torch.Tensor, labels: torch.Tensor, batch_size: int, seed: int = 0,
+                  augment: bool = False):
+    """``epoch -> list of (images, labels)`` batches, reshuffled every epoch (and shifted
+    at random when ``augment``), for ``training.train``."""
+    _check_images(images)
+    if len(images) != len(labels):
+        raise ValueError(f"{len(images)} images but {len(labels)} labels")
+
+    def batches(epoch: int):
+        g = torch.Generator().manual_seed(seed * 100_003 + epoch)
+        order = torch.randperm(len(images), generator=g)
+        x = random_shift(images[order], generator=g) if augment else images[order]
+        return [(x[i:i + batch_size], labels[order][i:i + batch_size]) for i in range(0, len(x), batch_size)]
+    return batches
+
+
+def classification_loss(model: nn.Module, batch) -> torch.Tensor:
+    """Cross-entropy of ``model(images)`` against the labels of an ``(images, labels)`` batch."""
+    images, labels = batch
+    return nn.functional.cross_entropy(model(images), labels)
+
+
+def fit(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, recipe: ViTTraining,
+        seed: int = 0, max_steps: int | None = None, progress: bool = False):
+    """Train ``model`` (already on its device) with AdamW, linear warm-up and cosine decay,
+    on (images, labels) for ``max_steps`` (default ``recipe.max_steps``); returns the
+    ``History``. Taught in: 08_vision_transformer."""
+    from course_utils.training import train
+    steps = cap_steps(recipe.max_steps if max_steps is None else max_steps)
+    warmup = min(recipe.warmup, steps - 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(steps - warmup, 1)))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    device = next(model.parameters()).device
+    return train(model, image_batches(images.to(device), labels.to(device), recipe.batch_size, seed,
+                                      recipe.augment),
+                 classification_loss, optimizer, scheduler=scheduler, max_steps=steps,
+                 progress=progress, desc="training")
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batch_size: int = 512) -> float:
+    """Share of ``images`` whose most likely class is the label (model in eval mode)."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    correct = 0
+    for i in range(0, len(images), batch_size):
+        logits = model(images[i:i + batch_size].to(device))
+        correct += int((logits.argmax(-1).cpu() == labels[i:i + batch_size].cpu()).sum())
+    model.train(was_training)
+    return correct / len(images)
