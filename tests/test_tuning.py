@@ -20,3 +20,19 @@ def test_the_table_has_one_row_per_run_in_percent():
     lines = tune.table(rows).splitlines()
     assert lines[0].endswith("| seed | 0-9 | 30+ |") and len(lines) == 4
     assert lines[2] == "| a | 0 | 100.0 | 50.0 |" and lines[3] == "| b | 1 | 25.0 | 0.0 |"
+
+
+def test_the_notebook_appendix_holds_one_row_per_candidate_run_on_valid():
+    import json
+    from pathlib import Path
+    nb = json.loads((Path(__file__).resolve().parent.parent / "notebooks" / "04_transformer.ipynb").read_text())
+    appendix = next("".join(c["source"]) for c in nb["cells"]
+                    if "".join(c["source"]).startswith("## Appendix: how the fast recipe was chosen"))
+    assert "**validation** split" in appendix
+    rows = [line for line in appendix.splitlines() if line.startswith("| ") and "seed" not in line]
+    expected = [f"| {label} | {seed} |" for label, _, seeds in tune.CANDIDATES for seed in seeds]
+    assert [row[:len(start)] for row, start in zip(rows, expected)] == expected
+    assert len(rows) == len(expected)
+    # the body of 04 no longer scores candidates on the test set
+    body = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    assert "exact match on the test set" not in body
