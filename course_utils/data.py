@@ -629,7 +629,7 @@ class ImageSplit(NamedTuple):
 def load_digit_images(num_valid: int = 180, num_test: int = 360, seed: int = 0) -> Splits:
     """scikit-learn's 1,797 handwritten digits (8x8 pixels, 17 grey levels, scaled to [0, 1];
     UCI ML, Alpaydin & Kaynak; installed with scikit-learn, nothing downloads) in fixed
-    stratified train / valid / test ``ImageSplit``s. Taught in: 08_vision_transformer."""
+    stratified train, valid and test splits (each an ``ImageSplit``). Taught in: 08_vision_transformer."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
     digits = load_digits()

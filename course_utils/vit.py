@@ -240,7 +240,9 @@ class ViTTraining:
     warmup: int = 50
     max_steps: int = 600        # then a cosine decay to 0 over the remaining steps
     augment: bool = False       # random shifts of up to one pixel
-    seeds: tuple = (0, 1, 2)    # the comparisons' seeds
+    seeds: tuple = (0, 1)       # the comparisons' seeds
+    data_sizes: tuple = (100, 300)  # training images in the data-efficiency runs (and all)
+    patch_sizes: tuple = (2, 4, 8)  # the patch-size comparison (8: one patch, the whole image)
 
     def model_config(self, **overrides) -> ViTConfig:
         """The ``ViTConfig`` for these sizes (``overrides`` change single fields)."""
@@ -250,9 +252,13 @@ class ViTTraining:
         return ViTConfig(**kwargs)
 
 
-FAST = ViTTraining()
+# Chosen on the validation split (one thread of a 2-core CPU): 2 layers of width 48 reach
+# the accuracy of 3 layers of width 64 (94-96 % after 400 steps, two seeds) in 60 % of the
+# time; 600 steps add about one point. Shifted copies (augment) need more steps than 400.
+FAST = ViTTraining(d_model=48, num_heads=4, num_layers=2, d_ff=96, max_steps=400)
 FULL = ViTTraining(d_model=128, num_heads=4, num_layers=6, d_ff=256, dropout=0.1, max_steps=3000,
-                   warmup=200, seeds=(0, 1, 2, 3, 4))
+                   warmup=200, seeds=(0, 1, 2, 3, 4), data_sizes=(50, 100, 300, 600),
+                   patch_sizes=(1, 2, 4, 8))
 
 
 def training_recipe(profile: str | None = None) -> ViTTraining:

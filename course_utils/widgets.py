@@ -737,3 +737,58 @@ def dataset_browser(corpora: Mapping[str, Sequence[tuple[str, str]]],
     return explorer({"corpus": corpus, "lengths": lengths, "draw": draw},
                     lambda corpus, lengths, draw: dataset_html(corpora[corpus], lengths[0], lengths[1], draw,
                                                                per_page, lexicons.get(corpus), counted[corpus]))
+
+
+# ---- where a Vision Transformer looks (08) ----
+
+def vit_attention_html(model, images: torch.Tensor, labels: torch.Tensor, index: int, layer: int,
+                       head: int) -> str:
+    """Image ``index`` beside the class token's attention over the patches in ``layer``
+    (1-based) and ``head`` (0-based; -1: the mean of the heads; -2: attention rollout up to
+    that layer), with the model's prediction."""
+    import matplotlib.pyplot as plt
+    from course_utils.vit import attention_rollout
+    if not 0 <= index < len(images):
+        raise ValueError(f"image must be in 0..{len(images) - 1}, got {index}")
+    if not 1 <= layer <= len(model.layers):
+        raise ValueError(f"layer must be in 1..{len(model.layers)}, got {layer}")
+    if not -2 <= head < model.cfg.num_heads:
+        raise ValueError(f"head must be in -2..{model.cfg.num_heads - 1}, got {head}")
+    device = next(model.parameters()).device
+    model.eval()
+    with torch.no_grad():
+        logits, weights = model(images[index:index + 1].to(device), return_attention=True)
+    w = (attention_rollout(weights[:layer]) if head == -2 else
+         weights[layer - 1].mean(1) if head == -1 else weights[layer - 1][:, head])[0, 0, 1:]
+    side = model.cfg.image_size // model.cfg.patch_size
+    grid = w.reshape(side, side).cpu()
+    what = {-2: f"rollout, layers 1-{layer}", -1: f"layer {layer}, mean of heads"}.get(head, f"layer {layer}, head {head}")
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3.2))
+    axes[0].imshow(images[index, 0].cpu(), cmap="gray_r", vmin=0, vmax=1)
+    axes[0].set_title(f"label {int(labels[index])}, predicted {int(logits.argmax())}")
+    axes[1].imshow(images[index, 0].cpu(), cmap="gray_r", vmin=0, vmax=1)
+    shown = axes[1].imshow(grid.repeat_interleave(model.cfg.patch_size, 0).repeat_interleave(model.cfg.patch_size, 1),
+                           cmap="Reds", alpha=0.6, vmin=0, vmax=float(grid.max()))
+    axes[1].set_title(f"class token's attention\n{what}", fontsize=10)
+    fig.colorbar(shown, ax=axes[1], fraction=0.046, label="weight")
+    for ax in axes:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    caption = f"image {index}: label {int(labels[index])}, predicted {int(logits.argmax())}; {what}"
+    return (f'<div style="font-family: monospace; font-size: 14px">{html.escape(caption)}</div>'
+            + figure_html(fig, f"attention of image {index}, {what}"))
+
+
+def vit_attention(model, images: torch.Tensor, labels: torch.Tensor):
+    """An image slider, a layer slider and a head picker over a trained ViT's class-token
+    attention. Returns an ``Explorer`` with ``.image``, ``.layer``, ``.head``. Taught in:
+    08_vision_transformer."""
+    import ipywidgets as W
+    if len(images) == 0 or len(images) != len(labels):
+        raise ValueError(f"vit_attention needs images and as many labels, got {len(images)} and {len(labels)}")
+    image = W.IntSlider(value=0, min=0, max=len(images) - 1, description="image")
+    layer = W.IntSlider(value=len(model.layers), min=1, max=len(model.layers), description="layer")
+    heads = [("mean of heads", -1), ("rollout", -2)] + [(f"head {h}", h) for h in range(model.cfg.num_heads)]
+    head = W.Dropdown(options=heads, value=-1, description="head")
+    return explorer({"image": image, "layer": layer, "head": head},
+                    lambda image, layer, head: vit_attention_html(model, images, labels, image, layer, head))

@@ -234,3 +234,25 @@ def test_dataset_browser_filters_by_length_and_sketches_an_alignment(small_synth
     assert "alignment sketch" not in box.view.value
     box.lengths.value = (1, 1)
     assert "no pair has 1-1 source words" in box.view.value
+
+
+def test_vit_attention_explorer_follows_image_layer_and_head():
+    from course_utils import vit
+    from course_utils.widgets import vit_attention, vit_attention_html
+    torch.manual_seed(0)
+    model = vit.ViT(vit.ViTConfig(d_model=16, num_heads=2, num_layers=2, d_ff=32))
+    images, labels = torch.rand(3, 1, 8, 8), torch.tensor([4, 7, 1])
+    box = vit_attention(model, images, labels)
+    assert "label 4" in box.view.value and "layer 2, mean of heads" in box.view.value
+    box.image.value = 1
+    assert "label 7" in box.view.value
+    box.head.value = -2
+    assert "rollout, layers 1-2" in box.view.value
+    box.layer.value, box.head.value = 1, 1
+    assert "layer 1, head 1" in box.view.value and "<img" in box.view.value
+    with pytest.raises(ValueError, match=r"layer must be in 1..2, got 3"):
+        vit_attention_html(model, images, labels, 0, 3, -1)
+    with pytest.raises(ValueError, match=r"image must be in 0..2, got 3"):
+        vit_attention_html(model, images, labels, 3, 1, -1)
+    with pytest.raises(ValueError, match="as many labels, got 3 and 2"):
+        vit_attention(model, images, labels[:2])
