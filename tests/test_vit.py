@@ -157,3 +157,29 @@ def test_recipes_and_model_config():
     assert vit.training_recipe("fast") is vit.FAST and vit.training_recipe("full") is vit.FULL
     cfg = vit.FAST.model_config(positions="none")
     assert cfg.positions == "none" and cfg.d_model == vit.FAST.d_model and cfg.num_patches == 16
+
+
+def test_digit_strips_put_the_digits_side_by_side_and_end_the_caption():
+    images = torch.arange(5, dtype=torch.float32).reshape(5, 1, 1, 1).expand(5, 1, 2, 2)
+    labels = torch.tensor([0, 1, 2, 3, 4])
+    strips, captions = vit.digit_strips(images, labels, count=6, num_digits=3, seed=0)
+    assert strips.shape == (6, 1, 2, 6) and captions.shape == (6, 4)
+    assert torch.all(captions[:, -1] == vit.EOS)
+    for strip, caption in zip(strips, captions):      # the value of each image is its label here
+        assert strip[0, 0, ::2].tolist() == caption[:3].float().tolist()
+
+
+def test_captioner_shapes_attention_and_it_overfits_a_tiny_batch():
+    from course_utils.training import train
+    splits = data.load_digit_images()
+    strips, captions = vit.digit_strips(splits.train.images, splits.train.labels, 16, seed=0)
+    torch.manual_seed(0)
+    model = vit.DigitCaptioner(hidden=32, channels=8)
+    logits, weights = model(strips, captions)
+    assert logits.shape == (16, 4, vit.EOS + 1) and weights.shape == (16, 4, 12)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(16, 4))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    history = train(model, [(strips, captions)], vit.caption_loss, optimizer, max_steps=150, progress=False)
+    assert history.losses[-1] < 0.05 < history.losses[0]
+    words, attention = model.eval().greedy(strips, 4)
+    assert torch.equal(words, captions) and attention.shape == (16, 4, 12)
