@@ -280,7 +280,8 @@ def image_batches(images: torch.Tensor, labels: torch.Tensor, batch_size: int, s
         g = torch.Generator().manual_seed(seed * 100_003 + epoch)
         order = torch.randperm(len(images), generator=g)
         x = random_shift(images[order], generator=g) if augment else images[order]
-        return [(x[i:i + batch_size], labels[order][i:i + batch_size]) for i in range(0, len(x), batch_size)]
+        y = labels[order]
+        return [(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, len(x), batch_size)]
     return batches
 
 
@@ -374,6 +375,11 @@ class DigitCaptioner(nn.Module):
         _check_images(images)
         return self.cnn(images).flatten(2).transpose(1, 2)
 
+    def start(self, images):
+        """The regions, their prepared attention keys and the first state (from the mean region)."""
+        regions = self.regions(images)
+        return regions, self.attention.prepare(regions), torch.tanh(self.init(regions.mean(1)))
+
     def step(self, prev_words, state, regions, prepared):
         """One word: attend with the current state, update it, score the next word."""
         context, weights = self.attention(state, regions, prepared=prepared)       # (b, f), (b, R)
@@ -381,9 +387,7 @@ class DigitCaptioner(nn.Module):
         return self.out(torch.cat([state, context], -1)), state, weights
 
     def forward(self, images, captions):
-        regions = self.regions(images)
-        prepared = self.attention.prepare(regions)
-        state = torch.tanh(self.init(regions.mean(1)))
+        regions, prepared, state = self.start(images)
         prev = torch.cat([torch.full_like(captions[:, :1], BOS), captions[:, :-1]], dim=1)
         logits, weights = [], []
         for t in range(captions.shape[1]):
@@ -396,9 +400,7 @@ class DigitCaptioner(nn.Module):
     def greedy(self, images, steps: int):
         """The most likely word at each of ``steps`` steps: (batch, steps) words and
         (batch, steps, regions) attention."""
-        regions = self.regions(images)
-        prepared = self.attention.prepare(regions)
-        state = torch.tanh(self.init(regions.mean(1)))
+        regions, prepared, state = self.start(images)
         prev = torch.full((len(images),), BOS, dtype=torch.long, device=images.device)
         words, weights = [], []
         for _ in range(steps):
