@@ -241,7 +241,7 @@ FAST = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_heads=4, 
                        warmup=80, dropout=0.0, fine_tune_steps=60, fine_tune_batch=16,
                        fine_tune_lr_large=1e-4, fine_tune_lr_small=5e-4, task_max_len=48,
                        book_train_per_class=100, book_test_per_class=50, names_train=800,
-                       names_test=400, probe_words=4000, minilm_frozen_layers=3)
+                       names_test=400, probe_words=4000, minilm_frozen_layers=4)
 FULL = BertPretraining(vocab_size=8000, d_model=256, num_layers=4, num_heads=8, d_ff=1024,
                        max_len=128, num_pairs=200_000, batch_size=64, steps=20_000, lr=5e-4,
                        warmup=1000, dropout=0.1, fine_tune_steps=300, fine_tune_batch=32,

@@ -504,6 +504,7 @@ REBUILD = {
     "es_en_bible.tsv.gz": "python scripts/build_es_en_corpus.py",
     "austen_novels.tsv.gz": "python scripts/build_english_text.py",
     "small_bert.pt": "python scripts/pretrain_small_bert.py",
+    "small_gpt.pt": "python scripts/pretrain_small_gpt.py",
 }
 
 

@@ -212,6 +212,19 @@ def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
     return history
 
 
+def cosine_schedule(optimizer: torch.optim.Optimizer, warmup: int, steps: int):
+    """LambdaLR: linear warm-up to the optimiser's lr over ``warmup`` steps, then a cosine
+    decay to 0 at ``steps`` (the schedule of ViT and GPT-2). Taught in: 07_gpt, 08_vision_transformer."""
+    if not 0 <= warmup < steps:
+        raise ValueError(f"need 0 <= warmup < steps, got warmup={warmup}, steps={steps}")
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(steps - warmup, 1)))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
 def linear_decay(start: float = 1.0, end: float = 0.0) -> Callable[[int, int], float]:
     """Teacher-forcing schedule going linearly from ``start`` to ``end`` over training."""
     def ratio(step: int, total: int) -> float:

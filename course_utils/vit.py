@@ -13,7 +13,6 @@ trains from scratch on scikit-learn's 8x8 digits), stochastic depth, mixup and R
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -296,16 +295,11 @@ def fit(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, recipe: Vi
     """Train ``model`` (already on its device) with AdamW, linear warm-up and cosine decay,
     on (images, labels) for ``max_steps`` (default ``recipe.max_steps``); returns the
     ``History``. Taught in: 08_vision_transformer."""
-    from course_utils.training import train
+    from course_utils.training import cosine_schedule, train
     steps = cap_steps(recipe.max_steps if max_steps is None else max_steps)
     warmup = min(recipe.warmup, steps - 1)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(steps - warmup, 1)))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    scheduler = cosine_schedule(optimizer, warmup, steps)
     device = next(model.parameters()).device
     return train(model, image_batches(images.to(device), labels.to(device), recipe.batch_size, seed,
                                       recipe.augment),

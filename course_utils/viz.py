@@ -94,8 +94,10 @@ def attention_heatmap(weights, x_tokens: Sequence[str] | None = None,
 
 def attention_grid(weights, x_tokens: Sequence[str] | None = None,
                    y_tokens: Sequence[str] | None = None, title: str | None = None,
-                   row_label: str = "layer", col_label: str = "head", cell_size: float = 2.6):
+                   row_label: str = "layer", col_label: str = "head", cell_size: float = 2.6,
+                   row_names: Sequence[str] | None = None):
     """Grid of heatmaps for (layers, heads, queries, keys) weights; returns the figure.
+    Rows are labelled "layer 0", "layer 1", ... unless ``row_names`` names them.
 
     Taught in: 04_transformer.
     """
@@ -115,7 +117,7 @@ def attention_grid(weights, x_tokens: Sequence[str] | None = None,
             if l == 0:
                 ax.set_title(f"{col_label} {h}")
             if h == 0:
-                ax.set_ylabel(f"{row_label} {l}")
+                ax.set_ylabel(row_names[l] if row_names is not None else f"{row_label} {l}")
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -792,3 +792,43 @@ def vit_attention(model, images: torch.Tensor, labels: torch.Tensor):
     head = W.Dropdown(options=heads, value=-1, description="head")
     return explorer({"image": image, "layer": layer, "head": head},
                     lambda image, layer, head: vit_attention_html(model, images, labels, image, layer, head))
+
+
+# ---- a GPT that writes (07) ----
+
+def gpt_generate_html(model, tokenizer, prompt: str, temperature: float, top_k: int, top_p: float,
+                      seed: int, max_new_tokens: int = 40) -> str:
+    """The prompt (bold) and a continuation of ``max_new_tokens`` tokens drawn with
+    ``temperature`` (0 = greedy), ``top_k`` (0 = off) and ``top_p`` (1 = off), reproducible
+    from ``seed``."""
+    from course_utils.gpt import generate
+    ids = tokenizer.encode(prompt)
+    if not ids:
+        raise ValueError("type a prompt: the model needs at least one token to continue")
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(int(seed))
+    out = generate(model, torch.tensor([ids], device=device), max_new_tokens, temperature=temperature,
+                   top_k=top_k or None, top_p=None if top_p >= 1 else top_p, generator=generator)
+    continuation = tokenizer.decode(out[0, len(ids):].tolist())
+    settings = (f"temperature {temperature:.2f}" + ("" if temperature else " (greedy)")
+                + f", top-k {top_k or 'off'}, top-p {top_p:.2f}" + (" (off)" if top_p >= 1 else "")
+                + f", seed {seed}")
+    return (f'<div style="font-family: monospace; font-size: 13px; color: #555">{html.escape(settings)}</div>'
+            f'<div style="font-family: serif; font-size: 16px; max-width: 46em; white-space: pre-wrap">'
+            f"<b>{html.escape(prompt)}</b>{html.escape(continuation)}</div>")
+
+
+def gpt_generate(model, tokenizer, prompt: str = "It is a truth universally acknowledged",
+                 max_new_tokens: int = 40):
+    """A prompt box and sliders for temperature, top-k, top-p and the random seed over a
+    trained GPT's continuation. Returns an ``Explorer`` with ``.prompt``, ``.temperature``,
+    ``.top_k``, ``.top_p``, ``.seed``. Taught in: 07_gpt."""
+    import ipywidgets as W
+    controls = {"prompt": W.Text(value=prompt, description="prompt", continuous_update=False,
+                                 layout=W.Layout(width="40em")),
+                "temperature": W.FloatSlider(value=0.8, min=0.0, max=2.0, step=0.05, description="temperature"),
+                "top_k": W.IntSlider(value=0, min=0, max=100, description="top-k (0 off)"),
+                "top_p": W.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top-p"),
+                "seed": W.IntSlider(value=0, min=0, max=20, description="seed")}
+    return explorer(controls, lambda prompt, temperature, top_k, top_p, seed: gpt_generate_html(
+        model, tokenizer, prompt, temperature, top_k, top_p, seed, max_new_tokens))

@@ -122,3 +122,18 @@ def ship(out_dir: Path, name: str, header: list[str], rows: list[tuple], card) -
     update_sha256sums(out_dir, name, digest)
     (out_dir / name.replace(".tsv.gz", ".md")).write_text(card(path.stat().st_size, digest))
     return path, digest
+
+
+def record_checkpoint(out_dir: Path, path: Path) -> str:
+    """The sha256 of a checkpoint just written, recorded in ``out_dir/SHA256SUMS``."""
+    digest = sha256_file(path)
+    update_sha256sums(out_dir, path.name, digest)
+    return digest
+
+
+def machine_line() -> str:
+    """Where a checkpoint was trained, for its data card: CPU kind, torch, threads."""
+    import platform
+    import torch
+    return f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} thread(s)"
+

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import time
 from pathlib import Path
 
@@ -26,7 +25,7 @@ os.environ.setdefault("COURSE_PROFILE", "fast")
 
 import torch  # noqa: E402
 
-from _shipping import DATA_DIR, sha256_file, update_sha256sums  # noqa: E402
+from _shipping import DATA_DIR, machine_line, record_checkpoint  # noqa: E402
 from course_utils import bert  # noqa: E402
 from course_utils.data import load_english_text  # noqa: E402
 from course_utils.runtime import setup  # noqa: E402
@@ -52,11 +51,10 @@ def main() -> None:
     scores = bert.evaluate_pretraining(model, tokenizer, heldout, recipe.max_len)
     info = {"steps": args.steps, "pairs": args.pairs, "minutes": round(minutes, 1),
             "heldout": {k: round(v, 4) for k, v in scores.items()},
-            "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread"}
+            "machine": machine_line()}
     path = args.out_dir / bert.SHIPPED_CHECKPOINT
     bert.save_pretrained(path, model, tokenizer, info)
-    digest = sha256_file(path)
-    update_sha256sums(args.out_dir, path.name, digest)
+    digest = record_checkpoint(args.out_dir, path)
     params = sum(p.numel() for p in model.parameters())
     (args.out_dir / "small_bert.md").write_text(f"""# Data card: small_bert.pt
 

@@ -1,3 +1,5 @@
+import html
+
 import pytest
 import torch
 
@@ -256,3 +258,32 @@ def test_vit_attention_explorer_follows_image_layer_and_head():
         vit_attention_html(model, images, labels, 3, 1, -1)
     with pytest.raises(ValueError, match="as many labels, got 3 and 2"):
         vit_attention(model, images, labels[:2])
+
+
+def test_gpt_generate_explorer_follows_prompt_and_sampler_settings():
+    from course_utils import gpt
+    from course_utils.bpe import BPETokenizer
+    from course_utils.widgets import gpt_generate, gpt_generate_html
+    tok = BPETokenizer([("t", "h"), ("th", "e"), ("Ġ", "the")], byte_level=True)
+    torch.manual_seed(0)
+    model = gpt.GPT(gpt.GPTConfig(len(tok), max_len=16, d_model=16, num_heads=2, num_layers=1, d_ff=32))
+    box = gpt_generate(model, tok, prompt="the theme", max_new_tokens=6)
+    first = box.view.value
+    assert "<b>the theme</b>" in first and "temperature 0.80" in first and "seed 0" in first
+    box.seed.value = 3
+    assert box.view.value != first and "seed 3" in box.view.value
+    box.temperature.value = 0.0
+    greedy = box.view.value
+    assert "(greedy)" in greedy
+    box.top_k.value = 5                       # greedy ignores the filters
+    assert box.view.value.split("</div>", 1)[1] == greedy.split("</div>", 1)[1]
+    box.prompt.value = "then"
+    assert "<b>then</b>" in box.view.value
+    # the continuation is what generate gives
+    ids = torch.tensor([tok.encode("then")])
+    expected = tok.decode(gpt.generate(model, ids, 6, temperature=0)[0, ids.shape[1]:].tolist())
+    assert html.escape(expected) in box.view.value
+    with pytest.raises(ValueError, match="type a prompt"):
+        gpt_generate_html(model, tok, "", 1.0, 0, 1.0, 0)
+    box.prompt.value = ""
+    assert "type a prompt" in box.view.value

@@ -1,0 +1,291 @@
+"""course_utils.gpt: the decoder-only model, its cache, the samplers, the baselines,
+fine-tuning for classification and the shipped checkpoint."""
+
+import math
+
+import pytest
+import torch
+
+from course_utils import gpt
+from course_utils.bpe import BPETokenizer
+
+
+def tiny(vocab=40, max_len=12, layers=2, seed=0):
+    torch.manual_seed(seed)
+    return gpt.GPT(gpt.GPTConfig(vocab, max_len, d_model=32, num_heads=4, num_layers=layers, d_ff=64)).eval()
+
+
+def test_no_logit_depends_on_a_later_token():
+    model = tiny()
+    idx = torch.randint(40, (1, 10))
+    embedded = model.tok_emb(idx).detach().requires_grad_(True)
+    # run the model from embeddings so that the gradient reaches every input position
+    positions = model.pos_emb(torch.arange(10))
+    x = embedded + positions
+    mask = gpt.causal_mask(10)
+    for block in model.blocks:
+        x, _ = block(x, mask)
+    logits = model.logits(model.norm(x))
+    for t in range(10):
+        grad, = torch.autograd.grad(logits[0, t].sum(), embedded, retain_graph=True)
+        reach = grad[0].abs().sum(-1) > 0
+        assert not reach[t + 1:].any(), f"logit {t} depends on a later token"
+        assert reach[:t + 1].all(), f"logit {t} ignores an earlier token"
+
+
+def test_changing_a_later_token_leaves_earlier_logits_unchanged():
+    model = tiny()
+    idx = torch.randint(40, (2, 12))
+    changed = idx.clone()
+    changed[:, 7] = (changed[:, 7] + 1) % 40
+    a, b = model(idx), model(changed)
+    torch.testing.assert_close(a[:, :7], b[:, :7])
+    assert not torch.allclose(a[:, 7:], b[:, 7:])
+
+
+def test_forward_shape_and_tied_output_layer():
+    model = tiny()
+    logits = model(torch.randint(40, (3, 5)))
+    assert logits.shape == (3, 5, 40)
+    assert all(p is not model.tok_emb.weight for n, p in model.named_parameters() if "head" in n)
+    states, weights = model.hidden(torch.randint(40, (3, 5)), need_weights=True)
+    assert states.shape == (3, 5, 32) and len(weights) == 2
+    assert weights[0].shape == (3, 4, 5, 5)
+    torch.testing.assert_close(weights[1].sum(-1), torch.ones(3, 4, 5))
+    assert weights[0].triu(1).abs().max() == 0   # nothing above the diagonal: no look-ahead
+
+
+def test_cached_step_matches_the_full_forward():
+    model = tiny()
+    idx = torch.randint(40, (2, 9))
+    logits, cache = model.step(idx[:, :4])
+    torch.testing.assert_close(logits, model(idx[:, :4])[:, -1], rtol=1e-5, atol=1e-5)
+    for t in range(4, 9):
+        logits, cache = model.step(idx[:, t:t + 1], cache)
+        torch.testing.assert_close(logits, model(idx[:, :t + 1])[:, -1], rtol=1e-5, atol=1e-5)
+    assert cache[0][0].shape == (2, 4, 9, 8)   # (batch, heads, positions, d_head)
+
+
+@pytest.mark.parametrize("prompt_len, new", [(3, 6), (5, 20)])  # the second runs past max_len = 12
+def test_greedy_is_the_same_with_and_without_the_cache(prompt_len, new):
+    model = tiny()
+    idx = torch.randint(40, (3, prompt_len))
+    cached = gpt.generate(model, idx, new, temperature=0, use_cache=True)
+    uncached = gpt.generate(model, idx, new, temperature=0, use_cache=False)
+    assert cached.shape == (3, prompt_len + new)
+    assert torch.equal(cached, uncached)
+    assert torch.equal(cached[:, :prompt_len], idx)
+
+
+def test_greedy_picks_the_argmax_of_the_cropped_context():
+    model = tiny()
+    idx = torch.randint(40, (1, 15))   # longer than max_len = 12: cropped to the last 12
+    out = gpt.generate(model, idx, 1, temperature=0)
+    assert out[0, -1] == model(idx[:, -12:])[0, -1].argmax()
+
+
+def test_top_k_one_and_tiny_top_p_are_greedy():
+    model = tiny()
+    idx = torch.randint(40, (2, 4))
+    greedy = gpt.generate(model, idx, 8, temperature=0)
+    g = torch.Generator().manual_seed(0)
+    assert torch.equal(gpt.generate(model, idx, 8, temperature=1.5, top_k=1, generator=g), greedy)
+    assert torch.equal(gpt.generate(model, idx, 8, temperature=1.5, top_p=1e-6, generator=g), greedy)
+
+
+def test_top_p_one_is_plain_sampling_and_a_generator_makes_it_reproducible():
+    model = tiny()
+    idx = torch.randint(40, (2, 4))
+    runs = [gpt.generate(model, idx, 10, top_p=p, generator=torch.Generator().manual_seed(7))
+            for p in (None, 1.0, None)]
+    assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[2])
+    other = gpt.generate(model, idx, 10, generator=torch.Generator().manual_seed(8))
+    assert not torch.equal(runs[0], other)
+
+
+def test_filter_logits_known_values():
+    logits = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log()
+    kept = lambda out: torch.isfinite(out[0]).tolist()  # noqa: E731
+    assert kept(gpt.filter_logits(logits, top_k=2)) == [True, True, False, False]
+    # the tokens ranked above the third hold 0.8: p = 0.8 stops before it, p = 0.81 keeps it
+    assert kept(gpt.filter_logits(logits, top_p=0.8)) == [True, True, False, False]
+    assert kept(gpt.filter_logits(logits, top_p=0.81)) == [True, True, True, False]
+    assert kept(gpt.filter_logits(logits, top_p=0.3)) == [True, False, False, False]
+    shuffled = logits[:, [2, 0, 3, 1]]   # the nucleus follows the tokens, not their positions
+    assert kept(gpt.filter_logits(shuffled, top_p=0.81)) == [True, True, False, True]
+
+
+def test_one_sampling_step_follows_the_softmax_in_bulk():
+    torch.manual_seed(0)
+    logits = torch.randn(1, 6) * 1.5
+    g = torch.Generator().manual_seed(1)
+    n = 40_000
+    draws = gpt.next_token(logits.expand(n, 6), temperature=0.7, generator=g).squeeze(1)
+    freq = torch.bincount(draws, minlength=6).double() / n
+    expected = (logits[0].double() / 0.7).softmax(-1)
+    # four standard errors of a binomial share
+    assert ((freq - expected).abs() <= 4 * (expected * (1 - expected) / n).sqrt() + 1e-9).all(), (freq, expected)
+    # top-k 3: the same shares renormalised over the three largest, zero elsewhere
+    draws = gpt.next_token(logits.expand(n, 6), temperature=1.0, top_k=3, generator=g).squeeze(1)
+    freq = torch.bincount(draws, minlength=6).double() / n
+    top = logits[0].topk(3).indices
+    expected = torch.zeros(6, dtype=torch.double)
+    expected[top] = logits[0, top].double().softmax(-1)
+    assert ((freq - expected).abs() <= 4 * (expected * (1 - expected) / n).sqrt() + 1e-9).all(), (freq, expected)
+
+
+def test_loss_falls_on_a_memorisable_batch():
+    model = tiny().train()
+    windows = torch.randint(40, (4, 13))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    first = gpt.lm_loss(model, windows).item()
+    assert abs(first - math.log(40)) < 0.3    # a fresh model guesses about uniformly
+    for _ in range(150):
+        loss = gpt.lm_loss(model, windows)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.2 * first
+
+
+def test_fit_lowers_the_heldout_loss_below_the_bigram_baseline():
+    # a stream with a rule the bigram cannot see: every token repeats the one two back
+    g = torch.Generator().manual_seed(0)
+    pairs = torch.randint(10, (3000, 2), generator=g)
+    tokens = torch.cat([pairs, pairs], dim=1).reshape(-1)   # a b a b c d c d ...
+    train, test = tokens[:9000], tokens[9000:]
+    model = tiny(vocab=10, max_len=12).train()
+    recipe = gpt.GPTTraining(num_merges=0, max_len=12, d_model=32, num_heads=4, num_layers=2, d_ff=64,
+                             dropout=0.0, batch_size=32, steps=250, lr=3e-3, warmup=20)
+    gpt.fit(model, train, recipe)
+    windows = gpt.heldout_windows(test, 12)
+    bigram = gpt.ngram_loss(train, windows, 10, order=2)
+    assert gpt.heldout_loss(model, windows) < bigram - 0.3
+
+
+def test_ngram_losses_known_values():
+    train = torch.tensor([0, 1, 0, 1, 0, 2])
+    windows = torch.tensor([[0, 1, 0]])
+    # unigram counts (3, 2, 1) + 0.5 each over 3 tokens: p(1) = 2.5/7.5, p(0) = 3.5/7.5
+    uni = gpt.ngram_loss(train, windows, 3, order=1, alpha=0.5)
+    assert uni == pytest.approx(-(math.log(2.5 / 7.5) + math.log(3.5 / 7.5)) / 2)
+    # bigram: after 0 came 1, 1, 2; after 1 came 0, 0 (alpha 0.5 on 3 successors)
+    bi = gpt.ngram_loss(train, windows, 3, order=2, alpha=0.5)
+    assert bi == pytest.approx(-(math.log(2.5 / 4.5) + math.log(2.5 / 3.5)) / 2)
+    with pytest.raises(ValueError, match="order must be 1"):
+        gpt.ngram_loss(train, windows, 3, order=3)
+
+
+def test_windows_are_shifted_copies_of_the_stream():
+    tokens = torch.arange(100)
+    w = gpt.random_windows(tokens, 8, 5, torch.Generator().manual_seed(0))
+    assert w.shape == (5, 9)
+    assert torch.equal(w[:, 1:] - w[:, :-1], torch.ones(5, 8, dtype=torch.long))
+    held = gpt.heldout_windows(tokens, 8)
+    assert held.shape == (12, 9) and held[1, 0] == 8 and held[0, -1] == 8
+    with pytest.raises(ValueError, match="at least max_len \\+ 1 = 9"):
+        gpt.random_windows(torch.arange(5), 8, 2)
+
+
+def test_classifier_reads_the_last_real_token_and_ignores_padding_after_it():
+    model = gpt.GPTClassifier(tiny(), 3).eval()
+    ids = torch.randint(1, 40, (2, 12))
+    lengths = torch.tensor([5, 12])
+    logits, token_logits = model(ids, lengths)
+    assert logits.shape == (2, 3) and token_logits.shape == (2, 12, 40)
+    padded = ids.clone()
+    padded[0, 5:] = 0
+    torch.testing.assert_close(model(padded, lengths)[0], logits)
+    alone = model(ids[:1, :5], lengths[:1])[0]
+    torch.testing.assert_close(alone, logits[:1], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="lengths must be in 1..12"):
+        model(ids, torch.tensor([0, 3]))
+
+
+def test_classification_loss_with_the_auxiliary_lm_term():
+    model = gpt.GPTClassifier(tiny(), 3).eval()
+    batch = {"input_ids": torch.randint(1, 40, (2, 12)), "lengths": torch.tensor([5, 12]),
+             "labels": torch.tensor([0, 2])}
+    plain = gpt.classification_loss(model, batch)
+    both = gpt.classification_loss(model, batch, lm_weight=0.5)
+    _, token_logits = model(batch["input_ids"], batch["lengths"])
+    lm = torch.cat([torch.nn.functional.cross_entropy(token_logits[0, :4], batch["input_ids"][0, 1:5], reduction="none"),
+                    torch.nn.functional.cross_entropy(token_logits[1, :11], batch["input_ids"][1, 1:], reduction="none")]).mean()
+    torch.testing.assert_close(both, plain + 0.5 * lm)
+
+
+def test_encode_for_classification_truncates_and_pads():
+    tok = BPETokenizer([("a", "b")], byte_level=True)
+    enc = gpt.encode_for_classification(tok, ["ab ab ab", "b"], [1, 0], max_len=3)
+    assert enc["lengths"].tolist() == [3, 1]
+    assert enc["input_ids"][1, 1:].tolist() == [0, 0]
+    with pytest.raises(ValueError, match="as many"):
+        gpt.encode_for_classification(tok, ["a"], [1, 0], max_len=3)
+
+
+def test_checkpoint_round_trip(tmp_path):
+    tok = BPETokenizer([("t", "h"), ("th", "e")], byte_level=True)
+    model = tiny(vocab=len(tok))
+    path = tmp_path / "m.pt"
+    gpt.save_pretrained(path, model, tok, {"steps": 3})
+    loaded, tok2, info = gpt.load_pretrained(path)
+    assert info == {"steps": 3} and tok2.merges == tok.merges and loaded.config == model.config
+    idx = torch.tensor([tok.encode("the theme")])
+    torch.testing.assert_close(loaded(idx), model(idx), rtol=1e-2, atol=1e-2)   # float16 storage
+
+
+def test_shipped_checkpoint_loads_verified_and_beats_the_bigram():
+    from course_utils.bert import split_paragraphs
+    from course_utils.data import load_english_text
+    model, tok, info = gpt.load_pretrained()
+    assert len(tok) == model.config.vocab_size == 256 + len(tok.merges)
+    assert info["heldout_loss"] < 4.5
+    _, test = split_paragraphs(load_english_text())
+    tokens = gpt.encode_text(tok, gpt.novel_text(test[:400]))
+    windows = gpt.heldout_windows(tokens, model.config.max_len, 40)
+    train = gpt.encode_text(tok, gpt.novel_text(test[400:]))   # any Austen text for the counts
+    assert gpt.heldout_loss(model, windows) < gpt.ngram_loss(train, windows, len(tok), order=2) - 0.5
+
+
+def test_bad_inputs_say_what_was_expected():
+    model = tiny()
+    with pytest.raises(ValueError, match="reads at most max_len = 12"):
+        model(torch.zeros(1, 13, dtype=torch.long))
+    with pytest.raises(ValueError, match="token id 40 is outside the vocabulary 0..39"):
+        model(torch.tensor([[1, 40]]))
+    with pytest.raises(ValueError, match="token id -1"):
+        gpt.generate(model, torch.tensor([[-1]]), 2)
+    with pytest.raises(ValueError, match="int64"):
+        model(torch.zeros(1, 3))
+    with pytest.raises(ValueError, match=r"\(batch, t\), got \(3,\)"):
+        model(torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match="temperature must be a number >= 0"):
+        gpt.generate(model, torch.zeros(1, 2, dtype=torch.long), 2, temperature=-1)
+    with pytest.raises(ValueError, match="top_k must be a positive int"):
+        gpt.generate(model, torch.zeros(1, 2, dtype=torch.long), 2, top_k=0)
+    with pytest.raises(ValueError, match=r"top_p must be a number in \(0, 1\]"):
+        gpt.generate(model, torch.zeros(1, 2, dtype=torch.long), 2, top_p=1.5)
+    with pytest.raises(ValueError, match="max_new_tokens must be an int >= 0"):
+        gpt.generate(model, torch.zeros(1, 2, dtype=torch.long), -1)
+    with pytest.raises(ValueError, match="divisible"):
+        gpt.GPTConfig(10, d_model=30, num_heads=4)
+    with pytest.raises(ValueError, match="GPTConfig.max_len must be a positive int"):
+        gpt.GPTConfig(10, max_len=0)
+    with pytest.raises(TypeError, match="needs a GPTConfig"):
+        gpt.GPT({"vocab_size": 10})
+
+
+def test_generate_stops_a_model_left_on_the_cpu_beside_a_gpu(monkeypatch):
+    model = tiny()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)
+    with pytest.raises(RuntimeError, match=r"model.to\(device\)"):
+        gpt.generate(model, torch.zeros(1, 2, dtype=torch.long), 2)
+
+
+def test_recipes_and_smoke_caps(monkeypatch):
+    assert gpt.training_recipe("fast") is gpt.FAST and gpt.training_recipe("full") is gpt.FULL
+    monkeypatch.setenv("COURSE_SMOKE_STEPS", "2")
+    monkeypatch.setenv("COURSE_SMOKE_EVAL", "16")
+    small = gpt.training_recipe("full")
+    assert small.eval_windows == 16 and small.num_samples <= 8 and small.d_model == gpt.FULL.d_model
