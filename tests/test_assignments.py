@@ -428,7 +428,11 @@ def test_a_folder_of_mixed_submissions_gives_the_expected_csv(graded_class):
     folder, before, path, rows, seconds = graded_class
     print(f"graded {len(rows)} submissions in {seconds:.0f} s")
     assert path == folder / "grades.csv" and path.read_text() == EXPECTED_CSV
-    assert seconds < 4 * TIME_LIMIT  # two at a time; the infinite loop was stopped
+    # the infinite loop was stopped by the time limit inside the grader (its answers before the
+    # loop still count), not by the hard kill 60 s later (that row would carry an error and no
+    # scores). A bound on the wall time said the same on an idle machine and failed on a busy one.
+    frank = next(r for r in rows if r.student == "frank")
+    assert frank.flags == ["timed out"] and not frank.error and frank.total > 0
     assert {p: p.read_bytes() for p in before} == before, "the students' files were not touched"
     assert sorted(p.stem for p in (folder / "feedback").glob("*.ipynb")) == ["alice", "bob", "carol", "frank", "gina", "hal"]
     summary = {p.stem: nbformat.read(p, as_version=4).cells[0].source for p in (folder / "feedback").glob("*.ipynb")}
