@@ -232,26 +232,34 @@ def _init_weights(module: nn.Module) -> None:
 # --------------------------------------------------------------------------------------
 
 
+def check_sampler(temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> None:
+    """A ValueError naming the setting when ``temperature`` is not a number >= 0, ``top_k``
+    not a positive int or None, or ``top_p`` not in (0, 1] or None."""
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or temperature < 0 \
+            or not math.isfinite(temperature):
+        raise ValueError(f"temperature must be a number >= 0 (0 = greedy), got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
+    if top_p is not None and (not isinstance(top_p, (int, float)) or not 0.0 < top_p <= 1.0):
+        raise ValueError(f"top_p must be a number in (0, 1], got {top_p!r}")
+
+
 def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
     """Logits (..., vocab) with -inf outside the ``top_k`` largest and outside the nucleus:
     the smallest set of most likely tokens whose probability reaches ``top_p`` (a token is
     kept when the tokens ranked above it hold less than ``top_p``; the first always stays).
     Taught in: 07_gpt."""
+    check_sampler(top_k=top_k, top_p=top_p)
     if top_k is not None:
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
         kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p is not None:
-        if not isinstance(top_p, (int, float)) or not 0.0 < top_p <= 1.0:
-            raise ValueError(f"top_p must be a number in (0, 1], got {top_p!r}")
-        if top_p < 1.0:
-            sorted_logits, order = logits.sort(dim=-1, descending=True)
-            probs = sorted_logits.softmax(dim=-1)
-            above = probs.cumsum(dim=-1) - probs          # probability of the tokens ranked above
-            drop_sorted = above >= top_p
-            drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)   # back to vocabulary order
-            logits = logits.masked_fill(drop, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        probs = sorted_logits.softmax(dim=-1)
+        above = probs.cumsum(dim=-1) - probs          # probability of the tokens ranked above
+        drop_sorted = above >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)   # back to vocabulary order
+        logits = logits.masked_fill(drop, float("-inf"))
     return logits
 
 
@@ -261,11 +269,8 @@ def next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None
     ``temperature`` is 0 (greedy), else a draw from the softmax of logits / temperature,
     restricted by ``filter_logits`` (temperature first, then top-k and top-p, as in Hugging
     Face's samplers). Taught in: 07_gpt."""
-    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or temperature < 0 \
-            or not math.isfinite(temperature):
-        raise ValueError(f"temperature must be a number >= 0 (0 = greedy), got {temperature!r}")
+    check_sampler(temperature, top_k, top_p)   # greedy too: bad settings fail the same way
     if temperature == 0:
-        filter_logits(logits[:1], top_k, top_p)   # bad settings fail the same way as when sampling
         return logits.argmax(dim=-1, keepdim=True)
     logits = filter_logits(logits / temperature, top_k, top_p)
     return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator)
@@ -288,7 +293,7 @@ def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: fl
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     check_ids(idx, model.config.vocab_size)
     check_device(model, idx, what="generate")
-    next_token(torch.zeros(1, 2), temperature, top_k, top_p)   # bad sampler settings fail here, not later
+    check_sampler(temperature, top_k, top_p)   # bad settings fail here, not after the first step
     was_training = model.training
     model.eval()
     max_len, cache = model.config.max_len, None
@@ -333,7 +338,8 @@ def random_windows(tokens: torch.Tensor, max_len: int, batch_size: int, generato
     [:, :-1], targets [:, 1:]."""
     _check_stream(tokens, max_len)
     starts = torch.randint(len(tokens) - max_len, (batch_size,), generator=generator)
-    return torch.stack([tokens[s:s + max_len + 1] for s in starts.tolist()])
+    index = starts[:, None] + torch.arange(max_len + 1)   # (batch_size, max_len + 1), one gather
+    return tokens[index.to(tokens.device)]
 
 
 def window_batches(tokens: torch.Tensor, max_len: int, batch_size: int, seed: int = 0):

@@ -136,4 +136,3 @@ def machine_line() -> str:
     import platform
     import torch
     return f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} thread(s)"
-
