@@ -469,7 +469,17 @@ def check_notebook_in_lab(context, lab: JupyterLab, name: str, shots: Path = SHO
             open_notebook(page, lab, name)
             report["run_all_s"] = round(run_all_cells(page, name, n_code, budget, lab), 1)
         assert not error_outputs(page), f"{name}: error outputs after Run All: {error_outputs(page)}"
-        report["profile"] = check_profile_banner(page, name)
+        try:
+            report["profile"] = check_profile_banner(page, name)
+        except AssertionError as missing:
+            # seen once in ~30 CI runs (01, first of its shard, on a loaded 2-core machine):
+            # every cell had run, without errors, but the page showed no banner. Once: say
+            # what the page showed, then a fresh kernel and page, and the check again.
+            report["retried"] = f"{missing}; the page showed: {first_outputs(page)}"
+            shut_down_kernels(lab)
+            open_notebook(page, lab, name)
+            report["run_all_s"] = round(run_all_cells(page, name, n_code, budget, lab), 1)
+            report["profile"] = check_profile_banner(page, name)
         report["figures"] = check_images(page, name, stored_image_count(source))
         models = widget_models(source)
         sliders = models.get("IntSliderModel", 0) + models.get("FloatSliderModel", 0)
@@ -520,10 +530,27 @@ def runs_full_profile_smoke() -> bool:
     return missing_browser() is None and BROWSER_PROFILE == "full" and BROWSER_STEPS > 0
 
 
+def first_outputs(page, cells: int = 3) -> str:
+    """What the first ``cells`` code cells show (prompt and output text, shortened), and
+    how many outputs the page has: the evidence when a check of the page fails."""
+    shown = []
+    for i in range(min(cells, page.locator(".jp-CodeCell").count())):
+        cell = page.locator(".jp-CodeCell").nth(i)
+        prompt = " ".join(cell.locator(".jp-InputArea-prompt").all_inner_texts()).strip()
+        out = " | ".join(cell.locator(".jp-OutputArea-output").all_inner_texts())
+        shown.append(f"cell {i} {prompt} {out[:160]!r}")
+    return f"{page.locator('.jp-OutputArea-output').count()} outputs; " + "; ".join(shown)
+
+
 def check_profile_banner(page, name: str) -> str:
     """The setup() banner in the page names the browser run's profile and step cap."""
-    text = "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
-    assert f"profile: {BROWSER_PROFILE}" in text, f"{name}: setup() did not report profile {BROWSER_PROFILE}"
+    text = lambda: "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+    try:  # the last outputs may still be drawing
+        _wait(lambda: f"profile: {BROWSER_PROFILE}" in text(), 10, "the banner", poll=0.5)
+    except AssertionError:
+        raise AssertionError(f"{name}: setup() did not report profile {BROWSER_PROFILE}; "
+                             f"the page shows {first_outputs(page)}") from None
+    text = text()
     if BROWSER_STEPS > 0:
         assert f"SMOKE TEST: at most {BROWSER_STEPS} training steps" in text, \
             f"{name}: setup() did not see the step cap COURSE_SMOKE_STEPS={BROWSER_STEPS}"
