@@ -42,6 +42,7 @@ class ConvS2SConfig:
     positions: bool = True      # False: no position embeddings (the 03 experiment)
     residual_scale: bool = True  # multiply every residual sum by sqrt(0.5), as the paper does
     dropout: float = 0.0
+    emb_std: float = 0.1        # embeddings ~ N(0, emb_std^2) as in the paper (PyTorch's default: 1)
 
     def __post_init__(self):
         for name in ("src_vocab_size", "tgt_vocab_size", "emb_size", "hidden_size",
@@ -51,6 +52,8 @@ class ConvS2SConfig:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if not isinstance(self.kernel_size, int) or self.kernel_size < 1 or self.kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be a positive odd int, got {self.kernel_size!r}")
+        if not self.emb_std > 0:
+            raise ValueError(f"emb_std must be a positive number, got {self.emb_std!r}")
 
 
 def receptive_field(num_layers: int, kernel_size: int) -> int:
@@ -112,7 +115,7 @@ class ConvS2S(nn.Module):
         self.dec_out = nn.Linear(H, E)
         self.out = nn.Linear(E, cfg.tgt_vocab_size)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.reset_embeddings()
+        self.reset_embeddings(cfg.emb_std)
 
     def reset_embeddings(self, std: float = 0.1) -> None:
         """Draw word and position embeddings from N(0, std^2), as the paper does (PyTorch's
@@ -202,3 +205,53 @@ class ConvS2S(nn.Module):
             raise ValueError(f"ConvS2S trains with teacher forcing 1.0 only, got {teacher_forcing}")
         memory, _ = self.encode(src, src_lengths)
         return self.run_decoder(tgt_in, memory)
+
+
+# -- the recipe of 03 ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ConvS2STraining:
+    """Model sizes and the training recipe used in 03 for the synthetic task: Adam, a linear
+    warm-up over ``warmup`` steps, then a linear decay to ``final_lr`` times the peak by the
+    last of ``steps`` steps (``final_lr=1``: constant), length-bucketed batches."""
+    emb_size: int = 64
+    hidden_size: int = 64
+    encoder_layers: int = 3
+    decoder_layers: int = 3
+    kernel_size: int = 3
+    emb_std: float = 0.1        # word and position embeddings ~ N(0, emb_std^2); PyTorch's default is 1
+    batch_size: int = 64
+    lr: float = 5e-3            # peak learning rate
+    warmup: int = 100           # steps of linear warm-up (0: none)
+    final_lr: float = 0.05      # the rate decays linearly to this fraction of lr (1.0: constant)
+    steps: int = 1300
+
+    def model_config(self, src_vocab_size: int, tgt_vocab_size: int, **overrides) -> ConvS2SConfig:
+        """The ``ConvS2SConfig`` for these sizes (``overrides`` change single fields)."""
+        kwargs = dict(emb_size=self.emb_size, hidden_size=self.hidden_size,
+                      encoder_layers=self.encoder_layers, decoder_layers=self.decoder_layers,
+                      kernel_size=self.kernel_size, emb_std=self.emb_std)
+        kwargs.update(overrides)
+        return ConvS2SConfig(src_vocab_size, tgt_vocab_size, **kwargs)
+
+    def lr_factor(self, step: int) -> float:
+        """The learning rate at optimiser step ``step`` (0-based) as a fraction of ``lr``."""
+        warm = min(1.0, (step + 1) / self.warmup) if self.warmup > 0 else 1.0
+        return warm * max(self.final_lr, 1.0 - step / self.steps)
+
+
+# Chosen on the validation split (03's appendix, scripts/tune_convs2s.py).
+FAST = ConvS2STraining()
+FULL = ConvS2STraining(emb_size=128, hidden_size=128, encoder_layers=4, decoder_layers=4, steps=3000)
+
+
+def fit(model: ConvS2S, data, recipe: ConvS2STraining, progress: bool = True, desc: str = "ConvS2S"):
+    """Train ``model`` with ``recipe`` on ``data`` (a ``TranslationData``), reshuffled every
+    epoch; returns the ``History``. Taught in: 03_convs2s (which writes the same loop out)."""
+    from course_utils.seq2seq import seq2seq_loss
+    from course_utils.training import train
+    optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, recipe.lr_factor)
+    return train(model, lambda epoch: data.batches(recipe.batch_size, shuffle=True, seed=epoch),
+                 seq2seq_loss, optimizer, scheduler=scheduler, max_steps=recipe.steps,
+                 device=next(model.parameters()).device, progress=progress, desc=desc)

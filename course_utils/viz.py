@@ -64,17 +64,23 @@ def _check_tokens(tokens, size: int, axis: str) -> list[str]:
 def attention_heatmap(weights, x_tokens: Sequence[str] | None = None,
                       y_tokens: Sequence[str] | None = None, ax=None, title: str | None = None,
                       xlabel: str = "source (keys)", ylabel: str = "output (queries)",
-                      cmap: str = "Blues", annotate: bool = False, colorbar: bool = True):
+                      cmap: str = "Blues", annotate: bool = False, colorbar: bool = True,
+                      vmax: float | None = 1.0, colorbar_label: str = "attention weight"):
     """Heatmap of a (queries, keys) weight matrix, keys on x, queries on y; returns the axes.
 
+    The colours run from 0 to ``vmax``: 1 by default, the range of attention weights, so that
+    two heatmaps can be compared by eye; ``vmax=None`` stretches them to the largest weight.
     Taught in: 02_bahdanau_attention.
     """
     w = _as_array(weights, 2, "weights")
     x_tokens = _check_tokens(x_tokens, w.shape[1], "x_tokens")
     y_tokens = _check_tokens(y_tokens, w.shape[0], "y_tokens")
+    if vmax is not None and not vmax > 0:
+        raise ValueError(f"vmax must be a positive number or None, got {vmax!r}")
     if ax is None:
         _, ax = plt.subplots(figsize=(max(4, 0.38 * w.shape[1] + 2), max(3, 0.38 * w.shape[0] + 1.5)))
-    image = ax.imshow(w, cmap=cmap, vmin=0.0, vmax=max(1e-9, float(w.max())), aspect="auto")
+    top = max(1e-9, float(w.max())) if vmax is None else vmax
+    image = ax.imshow(w, cmap=cmap, vmin=0.0, vmax=top, aspect="auto")
     ax.set_xticks(range(w.shape[1]), x_tokens, rotation=90)
     ax.set_yticks(range(w.shape[0]), y_tokens)
     ax.grid(False)
@@ -86,9 +92,9 @@ def attention_heatmap(weights, x_tokens: Sequence[str] | None = None,
         for i in range(w.shape[0]):
             for j in range(w.shape[1]):
                 ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                        color="white" if w[i, j] > 0.6 * w.max() else "black")
+                        color="white" if w[i, j] > 0.6 * top else "black")
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.02)
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.02, label=colorbar_label)
     return ax
 
 
@@ -105,15 +111,17 @@ def attention_grid(weights, x_tokens: Sequence[str] | None = None,
     layers, heads, nq, nk = w.shape
     x_tokens = _check_tokens(x_tokens, nk, "x_tokens")
     y_tokens = _check_tokens(y_tokens, nq, "y_tokens")
-    fig, axes = plt.subplots(layers, heads, figsize=(cell_size * heads + 1, cell_size * layers + 0.8),
+    fig, axes = plt.subplots(layers, heads, figsize=(cell_size * heads + 1.6, cell_size * layers + 0.8),
                              squeeze=False, sharex=True, sharey=True)
+    ticks = plt.rcParams["ytick.labelsize"]  # readable: the style's size (larger in lecture mode)
+    ticks = max(8.0, 0.8 * (ticks if isinstance(ticks, (int, float)) else plt.rcParams["font.size"]))
     for l in range(layers):
         for h in range(heads):
             ax = axes[l, h]
-            ax.imshow(w[l, h], cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
+            image = ax.imshow(w[l, h], cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
             ax.grid(False)
-            ax.set_xticks(range(nk), x_tokens, rotation=90, fontsize=7)
-            ax.set_yticks(range(nq), y_tokens, fontsize=7)
+            ax.set_xticks(range(nk), x_tokens, rotation=90, fontsize=ticks)
+            ax.set_yticks(range(nq), y_tokens, fontsize=ticks)
             if l == 0:
                 ax.set_title(f"{col_label} {h}")
             if h == 0:
@@ -121,6 +129,7 @@ def attention_grid(weights, x_tokens: Sequence[str] | None = None,
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    fig.colorbar(image, ax=axes, fraction=0.02, pad=0.02, label="attention weight (0 to 1)")
     return fig
 
 
@@ -156,22 +165,84 @@ def plot_by_length(results: Mapping[str, Sequence[Mapping]], metric: str = "exac
         raise ValueError(f"metric must be 'exact_match' or 'bleu', got {metric!r}")
     if ax is None:
         _, ax = plt.subplots()
-    labels = None
+    labels, counts = None, None
     for name, rows in results.items():
         row_labels = [r["bucket"] for r in rows]
         if labels is not None and row_labels != labels:
             warnings.warn(f"plot_by_length leaves out {name!r}: its buckets {row_labels} are not "
                           f"those of the others {labels}", stacklevel=2)
             continue
+        if labels is None and all("count" in r for r in rows):
+            counts = [r["count"] for r in rows]
         labels = row_labels
         scale = 100.0 if metric == "exact_match" else 1.0
         ax.plot(range(len(rows)), [scale * r[metric] for r in rows], marker="o", label=name)
-    ax.set_xticks(range(len(labels or [])), labels or [])
+    # the number of test sentences under each bucket: a point of 30 sentences moves by 3 %
+    ticks = [f"{b}\n(n={n})" for b, n in zip(labels, counts)] if labels and counts else labels or []
+    ax.set_xticks(range(len(ticks)), ticks)
     ax.set_xlabel("source length (words)")
     ax.set_ylabel("exact match (%)" if metric == "exact_match" else "BLEU")
     ax.set_ylim(-2, 102)
     ax.set_title(title or f"{'exact match' if metric == 'exact_match' else 'BLEU'} by source length")
     ax.legend()
+    return ax
+
+
+def beam_tree(kept: Sequence[Sequence[str]], finished: Mapping[tuple, float], winner=None,
+              ax=None, title: str = "the beam"):
+    """Draw a beam search as a tree of words: ``kept`` are the word lists the beam held at
+    some step (every prefix of a kept list must be kept too, as a beam keeps it),
+    ``finished`` maps each finished word tuple to its summed log-probability, ``winner`` is
+    the tuple the search returned. x is the step, one row per leaf; finished hypotheses are
+    green with their score, ``winner`` bold, prefixes pushed out of the beam grey.
+    Taught in: 01_seq2seq_bottleneck."""
+    nodes = {tuple(k[:n]) for k in [*kept, *finished] for n in range(1, len(k) + 1)}
+    if not nodes:
+        raise ValueError("beam_tree needs at least one kept or finished word list, got none")
+    if winner is not None and tuple(winner) not in finished:
+        raise ValueError(f"winner must be one of the finished hypotheses, got {winner!r}")
+    # siblings top to bottom by the best finished score below them (dead ends last)
+    best = {k: max((v for f, v in finished.items() if f[:len(k)] == k), default=-np.inf) for k in nodes}
+    order = lambda k: (-best[k], k)
+    children = {k: sorted((c for c in nodes if len(c) == len(k) + 1 and c[:-1] == k), key=order)
+                for k in nodes}
+    rows: dict[tuple, float] = {}
+
+    def place(k):  # leaves take the next row; a parent sits between its children
+        if not children[k]:
+            rows[k] = float(len([r for r in rows if not children[r]]))
+        else:
+            for c in children[k]:
+                place(c)
+            rows[k] = float(np.mean([rows[c] for c in children[k]]))
+
+    roots = sorted((k for k in nodes if len(k) == 1), key=order)
+    for r in roots:
+        place(r)
+    if ax is None:
+        depth = max(len(k) for k in nodes)
+        leaves = sum(1 for k in nodes if not children[k])
+        _, ax = plt.subplots(figsize=(max(6, 1.1 * depth + 2.5), max(2.5, 0.32 * leaves + 1)))
+    on_path = set() if winner is None else {tuple(winner)[:n] for n in range(1, len(winner) + 1)}
+    finished_prefixes = {k[:n] for k in finished for n in range(1, len(k) + 1)}
+    for k, y in rows.items():
+        if len(k) > 1:
+            ax.plot([len(k) - 1, len(k)], [rows[k[:-1]], y], color="0.3" if k in finished_prefixes else "0.75",
+                    lw=2.2 if k in on_path else 1.0, zorder=1)
+        dead = k not in finished_prefixes
+        face = "#d9f2d9" if k in finished else ("#f0f0f0" if dead else "white")
+        ax.text(len(k), y, k[-1], ha="center", va="center", zorder=2,
+                color="0.55" if dead else "black", fontweight="bold" if k in on_path else "normal",
+                bbox=dict(boxstyle="round,pad=0.25", fc=face, ec="0.6" if dead else "0.3"))
+        if k in finished:
+            ax.text(len(k) + 0.45, y, f"log p {finished[k]:.2f}", va="center", fontsize="small",
+                    fontweight="bold" if k == (tuple(winner) if winner else None) else "normal")
+    ax.set_xlim(0.4, max(len(k) for k in nodes) + 1.6)
+    ax.set_ylim(max(rows.values()) + 0.7, -0.7)
+    ax.set_xlabel("decoder step")
+    ax.set_yticks([])
+    ax.grid(False)
+    ax.set_title(title)
     return ax
 
 

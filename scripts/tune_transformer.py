@@ -12,17 +12,14 @@ without a cool-down is noisy.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from dataclasses import replace
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("COURSE_NUM_THREADS", "1")
-os.environ.setdefault("COURSE_PROFILE", "fast")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _tuning  # noqa: E402  (sets the one-thread environment before torch starts)
 
 #: (label, changes to transformer.FAST, seeds)
 CANDIDATES = [
@@ -61,30 +58,10 @@ def run(label: str, changes: dict, seed: int) -> tuple[str, int, dict]:
     return label, seed, {row["bucket"]: row["exact_match"] for row in scores["by_length"]}
 
 
-def table(results) -> str:
-    """The markdown table: one row per (candidate, seed), exact match in % per bucket."""
-    buckets = list(results[0][2])
-    lines = ["| candidate (d_model 64, pre-LN, batches of 64) | seed | " + " | ".join(buckets) + " |",
-             "|---|---|" + "---|" * len(buckets)]
-    for label, seed, by_bucket in results:
-        lines.append(f"| {label} | {seed} | " + " | ".join(f"{100 * v:.1f}" for v in by_bucket.values()) + " |")
-    return "\n".join(lines)
+HEADER = "candidate (d_model 64, pre-LN, batches of 64)"
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
-    jobs = [(label, changes, seed) for label, changes, seeds in CANDIDATES for seed in seeds]
-    with ProcessPoolExecutor(args.workers) as pool:
-        results = list(pool.map(run, *zip(*jobs)))
-    text = table(results) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text)
-    return 0
-
+table = partial(_tuning.table, header=HEADER)   # the markdown table of the appendix
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_tuning.main(__doc__, CANDIDATES, run, HEADER))

@@ -175,3 +175,38 @@ def test_bad_inputs(padded_batch):
         model(b.src, b.src_lengths, b.tgt[:, :-1], teacher_forcing=0.5)
     with pytest.raises(ValueError, match=r"src must be \(batch, src_len\)"):
         model.encode(b.src[0], b.src_lengths)
+
+
+def test_embeddings_are_drawn_with_the_configured_spread(padded_batch):
+    data, _ = padded_batch
+    small = _model(data, emb_size=64, emb_std=0.1).src_embedding.weight[1:]   # row 0: <pad>, zero
+    large = _model(data, emb_size=64, emb_std=1.0).src_embedding.weight[1:]
+    assert abs(small.std().item() - 0.1) < 0.02 and abs(large.std().item() - 1.0) < 0.2
+    assert (_model(data).src_embedding.weight[0] == 0).all()
+    with pytest.raises(ValueError, match="emb_std must be a positive number, got 0"):
+        ConvS2SConfig(10, 10, emb_std=0)
+
+
+def test_recipe_schedule_warms_up_then_decays_to_its_floor():
+    from course_utils.convs2s import ConvS2STraining
+    r = ConvS2STraining(lr=1e-3, warmup=10, final_lr=0.05, steps=100)
+    assert r.lr_factor(0) == pytest.approx(0.1 * 1.0) and r.lr_factor(9) == pytest.approx(1.0 - 9 / 100)
+    factors = [r.lr_factor(s) for s in range(100)]
+    peak = factors.index(max(factors))
+    assert peak == 9 and all(a >= b for a, b in zip(factors[peak:], factors[peak + 1:]))   # then only down
+    assert min(factors) == pytest.approx(0.05)                                             # the floor
+    constant = ConvS2STraining(warmup=0, final_lr=1.0, steps=100)
+    assert {constant.lr_factor(s) for s in range(100)} == {1.0}
+    cfg = r.model_config(11, 13, kernel_size=5)
+    assert (cfg.src_vocab_size, cfg.tgt_vocab_size, cfg.kernel_size, cfg.emb_std) == (11, 13, 5, r.emb_std)
+
+
+def test_fit_follows_the_recipe_and_lowers_the_loss(padded_batch):
+    from course_utils.convs2s import ConvS2STraining, fit
+    data, b = padded_batch
+    model = _model(data).train()
+    before = seq2seq_loss(model, b).item()
+    recipe = ConvS2STraining(batch_size=len(data), lr=1e-2, warmup=2, steps=8)
+    history = fit(model, data, recipe, progress=False)
+    assert history.num_steps == 8
+    assert seq2seq_loss(model.eval(), b).item() < before

@@ -1,7 +1,10 @@
 """scripts/tune_transformer.py: the table of 04's appendix comes from valid-split runs of
-candidates that are real variations of the shipped recipe."""
+candidates that are real variations of the shipped recipe; the same for 03's recipe
+(scripts/tune_convs2s.py) and 02's seed comparison (scripts/compare_attention.py)."""
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import tune_transformer as tune  # scripts/ is on sys.path (conftest.py)
 
@@ -23,16 +26,51 @@ def test_the_table_has_one_row_per_run_in_percent():
 
 
 def test_the_notebook_appendix_holds_one_row_per_candidate_run_on_valid():
-    import json
-    from pathlib import Path
-    nb = json.loads((Path(__file__).resolve().parent.parent / "notebooks" / "04_transformer.ipynb").read_text())
-    appendix = next("".join(c["source"]) for c in nb["cells"]
-                    if "".join(c["source"]).startswith("## Appendix: how the fast recipe was chosen"))
+    _check_rows(_appendix("04_transformer.ipynb", "## Appendix: how the fast recipe was chosen"), tune.CANDIDATES)
+    # the body of 04 no longer scores candidates on the test set
+    assert "exact match on the test set" not in "\n".join(_markdown("04_transformer.ipynb"))
+
+
+def _markdown(notebook: str) -> list[str]:
+    """The markdown cells of a notebook under notebooks/."""
+    nb = json.loads((Path(__file__).resolve().parent.parent / "notebooks" / notebook).read_text())
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+
+
+def _appendix(notebook: str, heading: str) -> str:
+    return next(text for text in _markdown(notebook) if text.startswith(heading))
+
+
+def _check_rows(appendix: str, candidates) -> None:
+    """One table row per (candidate, seed), in the script's order, scored on validation."""
     assert "**validation** split" in appendix
     rows = [line for line in appendix.splitlines() if line.startswith("| ") and "seed" not in line]
-    expected = [f"| {label} | {seed} |" for label, _, seeds in tune.CANDIDATES for seed in seeds]
+    expected = [f"| {label} | {seed} |" for label, _, seeds in candidates for seed in seeds]
     assert [row[:len(start)] for row, start in zip(rows, expected)] == expected
     assert len(rows) == len(expected)
-    # the body of 04 no longer scores candidates on the test set
-    body = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-    assert "exact match on the test set" not in body
+
+
+def test_convs2s_candidates_are_variations_of_its_recipes_and_the_appendix_lists_them():
+    import tune_convs2s as conv_tune
+
+    from course_utils import convs2s as C
+    for base, candidates in ((C.FAST, conv_tune.CANDIDATES), (C.FULL, conv_tune.FULL_CANDIDATES)):
+        recipes = [replace(base, **changes) for _, changes, _ in candidates]  # unknown field: TypeError
+        assert recipes.count(base) == 1
+        assert len(set(recipes)) == len(recipes), "two candidates are the same recipe"
+    _check_rows(_appendix("03_convs2s.ipynb", "## Appendix: how the recipe was chosen"), conv_tune.CANDIDATES)
+    body = "\n".join(_markdown("03_convs2s.ipynb"))
+    assert "the test set;" not in body and "evaluated on\nthe test set" not in body
+
+
+def test_attention_comparison_runs_real_configurations_and_02s_appendix_lists_them():
+    import compare_attention as compare
+
+    from course_utils.seq2seq import Seq2SeqConfig
+    configs = [Seq2SeqConfig(10, 10, emb_size=compare.EMB, **{"hidden_size": compare.HIDDEN,
+                                                             "bidirectional": True, **changes})
+               for _, changes, _ in compare.CANDIDATES]                   # unknown field: TypeError
+    assert {c.attention for c in configs} == {"dot", "multiplicative", "additive", "mlp"}
+    assert len({repr(c) for c in configs}) == len(configs)
+    assert all(len(seeds) >= 3 for _, _, seeds in compare.CANDIDATES)     # a spread, not one run
+    _check_rows(_appendix("02_bahdanau_attention.ipynb", "## Appendix: three seeds"), compare.CANDIDATES)

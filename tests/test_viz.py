@@ -38,11 +38,23 @@ def test_heatmap_annotations_and_shape_errors():
         viz.attention_heatmap(np.ones((2, 2, 2)))
 
 
+def test_heatmap_colours_run_from_0_to_1_unless_asked():
+    w = np.array([[0.2, 0.1], [0.05, 0.3]])
+    ax = viz.attention_heatmap(w)
+    assert ax.images[0].get_clim() == (0.0, 1.0)        # comparable between figures
+    assert ax.figure.axes[-1].get_ylabel() == "attention weight"
+    assert viz.attention_heatmap(w, vmax=None, colorbar=False).images[0].get_clim() == (0.0, 0.3)
+    with pytest.raises(ValueError, match="vmax must be a positive number or None, got 0"):
+        viz.attention_heatmap(w, vmax=0)
+
+
 def test_grid_has_one_panel_per_layer_and_head():
     w = torch.rand(2, 3, 4, 5)
     fig = viz.attention_grid(w, list("abcde"), list("wxyz"), title="grid")
-    assert len(fig.axes) == 6
+    assert len(fig.axes) == 6 + 1                      # and the colour bar
     assert fig.axes[0].get_title() == "head 0" and fig.axes[3].get_ylabel() == "layer 1"
+    assert fig.axes[-1].get_ylabel().startswith("attention weight")      # one shared colour bar
+    assert min(t.get_fontsize() for t in fig.axes[0].get_yticklabels()) >= 8
     with pytest.raises(ValueError, match="4 dimensions"):
         viz.attention_grid(torch.rand(3, 4, 5))
 
@@ -59,6 +71,9 @@ def test_plot_history_and_by_length():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0-9", "10+"]
     with pytest.raises(ValueError, match="metric must be"):
         viz.plot_by_length({"a": rows}, metric="accuracy")
+    counted = [dict(r, count=n) for r, n in zip(rows, (120, 7))]
+    ax = viz.plot_by_length({"a": counted})
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0-9\n(n=120)", "10+\n(n=7)"]
     other = [{"bucket": "0-4", "exact_match": 0.7, "bleu": 70.0}]  # another corpus's buckets
     with pytest.warns(UserWarning, match="leaves out 'es'"):
         ax = viz.plot_by_length({"a": rows, "es": other, "b": rows})

@@ -1,0 +1,41 @@
+"""What the tuning scripts share (scripts/tune_transformer.py, scripts/tune_convs2s.py): run
+every (candidate, seed) in a process pool, each on one thread, and print the markdown table
+of a notebook's appendix (greedy exact match in % on the validation split, by bucket)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("COURSE_NUM_THREADS", "1")
+os.environ.setdefault("COURSE_PROFILE", "fast")
+
+
+def table(results, header: str) -> str:
+    """One row per (candidate label, seed, {bucket: exact match}), exact match in %."""
+    buckets = list(results[0][2])
+    lines = [f"| {header} | seed | " + " | ".join(buckets) + " |", "|---|---|" + "---|" * len(buckets)]
+    for label, seed, by_bucket in results:
+        lines.append(f"| {label} | {seed} | " + " | ".join(f"{100 * v:.1f}" for v in by_bucket.values()) + " |")
+    return "\n".join(lines)
+
+
+def main(doc: str, candidates, run, header: str, argv=None) -> int:
+    """The command line: ``--workers N`` runs at once, ``--out FILE`` also writes the table.
+    ``candidates``: (label, changes, seeds); ``run(label, changes, seed)`` returns
+    (label, seed, {bucket: exact match on valid})."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    jobs = [(label, changes, seed) for label, changes, seeds in candidates for seed in seeds]
+    with ProcessPoolExecutor(args.workers) as pool:
+        results = list(pool.map(run, *zip(*jobs)))
+    text = table(results, header) + "\n"
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    return 0
