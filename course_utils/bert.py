@@ -2,21 +2,23 @@
 
 Taught in: 05_bert. Built from ``course_utils.transformer.EncoderLayer`` (04): a BERT is
 the encoder half of the Transformer with three embedding tables, two pre-training heads
-(masked LM and next-sentence prediction) and, after pre-training, a small task head.
+(masked LM and next-sentence prediction) and, after pre-training, a small task head. This
+module is the model, top to bottom:
 
-What is here:
-
+- masked language modelling: ``mask_tokens`` (15 % chosen; of those 80 % [MASK], 10 % a
+  random token, 10 % unchanged);
 - the input representation: ``build_input`` ([CLS] a [SEP] b [SEP], token type ids,
   attention mask) and ``truncate_pair``;
-- the pre-training data: ``mask_tokens`` (15 % chosen; of those 80 % [MASK], 10 % a random
-  token, 10 % unchanged), ``split_sentences`` and ``nsp_pairs`` (50 % true next sentence,
-  50 % a sentence of another document);
-- a small BERT: ``BertConfig``, ``BertEncoder``, ``BertForPreTraining``,
-  ``pretraining_loss``; ``HFEncoder`` puts a Hugging Face encoder (all-MiniLM-L6-v2)
-  behind the same interface;
-- fine-tuning heads: ``SequenceClassifier`` and ``TokenClassifier``;
-- two tasks built from the shipped novels: ``book_passages`` (which novel a passage comes
-  from) and ``name_tagging`` (which words are character names), with ``CHARACTER_NAMES``.
+- a small BERT: ``BertConfig``, the recipes ``FAST``/``FULL``, ``BertEncoder``,
+  ``BertForPreTraining``, ``pretraining_loss``; ``HFEncoder`` puts a Hugging Face encoder
+  (all-MiniLM-L6-v2) behind the same interface;
+- fine-tuning heads: ``SequenceClassifier`` and ``TokenClassifier``, ``classification_loss``.
+
+Around it: ``course_utils.novels`` (sentences, next-sentence pairs and the two tasks built
+from the shipped novels) and ``course_utils.bert_training`` (the WordPiece tokenizer,
+batches, ``pretrain``, ``evaluate_pretraining``, ``predict`` and the shipped checkpoint).
+Their names stay importable from here too (``bert.nsp_pairs``, ``bert.pretrain``, ...), so
+``from course_utils import bert as B`` reaches the whole of 05.
 
 Leaves out: whole-word and span masking, sentence-order prediction (ALBERT), dropping NSP
 (RoBERTa), relative positions, the post-LN layout of the original (the small BERT here is
@@ -26,8 +28,7 @@ use ReLU), mixed precision.
 
 from __future__ import annotations
 
-import random
-import re
+import importlib
 from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple, Sequence
 
@@ -35,7 +36,7 @@ import torch
 from torch import nn
 
 from course_utils.attention import causal_mask
-from course_utils.runtime import check_device, pick
+from course_utils.runtime import pick
 from course_utils.transformer import EncoderLayer
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -137,47 +138,6 @@ def build_input(tokens_a: Sequence[str], tokens_b: Sequence[str] | None = None, 
     pad = (max_len or len(ids)) - len(ids)
     return BertInput(tokens + ["[PAD]"] * pad, ids + [vocab["[PAD]"]] * pad,
                      types + [0] * pad, mask + [0] * pad)
-
-
-# -- next-sentence prediction ------------------------------------------------------------
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!Mr\.)(?<!Mrs\.)(?<!Dr\.)(?<!St\.)"
-                           r"[\"'\u201d\u2019]?\s+(?=[\"'\u201c\u2018]?[A-Z])")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split prose into sentences at . ! ? followed by a capital (a rule, not a parser:
-    after Mr., Mrs., Dr. and St. it does not split). Taught in: 05_bert."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
-
-
-def nsp_pairs(documents: Sequence[Sequence[str]], num_pairs: int, seed: int = 0
-              ) -> list[tuple[str, str, int]]:
-    """``(a, b, is_next)`` triples for next-sentence prediction: ``a`` is a sentence with a
-    successor in its document; half the time ``b`` is that successor (is_next = 1), half
-    the time a random sentence of another document (is_next = 0). ``documents``: lists
-    of sentences. Taught in: 05_bert."""
-    if not isinstance(num_pairs, int) or num_pairs < 1:
-        raise ValueError(f"num_pairs must be a positive int, got {num_pairs!r}")
-    docs = [list(d) for d in documents if len(d) > 0]
-    if len(docs) < 2:
-        raise ValueError(f"need at least two non-empty documents, got {len(docs)}")
-    starts = [(d, i) for d, doc in enumerate(docs) for i in range(len(doc) - 1)]
-    if not starts:
-        raise ValueError("no document has two sentences: there is no true next sentence")
-    rng = random.Random(seed)
-    pairs = []
-    for _ in range(num_pairs):
-        d, i = rng.choice(starts)
-        if rng.random() < 0.5:
-            pairs.append((docs[d][i], docs[d][i + 1], 1))
-        else:
-            other = rng.randrange(len(docs) - 1)
-            other += other >= d  # any document but d
-            pairs.append((docs[d][i], rng.choice(docs[other]), 0))
-    return pairs
 
 
 # -- the model -------------------------------------------------------------------------
@@ -498,309 +458,27 @@ def classification_loss(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> 
                                        ignore_index=IGNORE_INDEX)
 
 
-@torch.no_grad()
-def predict(model: nn.Module, batches) -> tuple[torch.Tensor, torch.Tensor]:
-    """Predicted and true labels over ``batches`` (positions labelled -100 dropped), in
-    eval mode; batches go to the model's device, the labels come back on the CPU.
-    Taught in: 05_bert."""
-    from course_utils.training import to_device
-    device = check_device(model, what="predict")
-    was_training = model.training
-    model.eval()
-    predicted, true = [], []
-    for batch in batches:
-        batch = to_device(batch, device)
-        logits = model(batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask"))
-        keep = batch["labels"] != IGNORE_INDEX
-        predicted.append(logits.argmax(-1)[keep].cpu())
-        true.append(batch["labels"][keep].cpu())
-    model.train(was_training)
-    return torch.cat(predicted), torch.cat(true)
+# -- the names of 05 that live beside the model -----------------------------------------
 
-
-# -- tasks built from the shipped novels -------------------------------------------------
-
-# Main characters per novel (first names and surnames as they appear capitalised in the
-# text), for the token-level task: a word is a name if it is one of these. A name list
-# gives 'silver' labels: 'Bath' is a place and not on the list; a 'Miss Bates' is tagged on
-# 'Bates' only.
-CHARACTER_NAMES: dict[str, tuple[str, ...]] = {
-    "Emma": ("Emma", "Woodhouse", "Knightley", "Harriet", "Smith", "Weston", "Elton",
-             "Jane", "Fairfax", "Frank", "Churchill", "Bates", "Isabella", "John", "Perry",
-             "Martin", "Robert", "Taylor", "Cole", "Goddard", "Campbell", "Dixon"),
-    "Mansfield Park": ("Fanny", "Price", "Edmund", "Thomas", "Bertram", "Crawford", "Henry",
-                       "Mary", "Norris", "Rushworth", "Grant", "William", "Julia", "Maria",
-                       "Tom", "Susan", "Yates", "Betsey"),
-    "Northanger Abbey": ("Catherine", "Morland", "Tilney", "Henry", "Eleanor", "Thorpe",
-                         "Isabella", "John", "James", "Allen", "Frederick", "Anne"),
-    "Persuasion": ("Anne", "Elliot", "Wentworth", "Frederick", "Walter", "Russell", "Mary",
-                   "Musgrove", "Musgroves", "Charles", "Louisa", "Henrietta", "Elizabeth",
-                   "Benwick", "Harville", "Smith", "Clay", "Croft", "Hayter", "Shepherd"),
-    "Pride & Prejudice": ("Elizabeth", "Lizzy", "Eliza", "Bennet", "Bennets", "Darcy", "Jane",
-                          "Bingley", "Bingleys", "Wickham", "Collins", "Lydia", "Catherine",
-                          "Kitty", "Mary", "Charlotte", "Lucas", "Gardiner", "Fitzwilliam",
-                          "Georgiana", "Hurst", "Phillips", "Forster", "Bourgh", "William"),
-    "Sense & Sensibility": ("Elinor", "Marianne", "Margaret", "Dashwood", "Dashwoods",
-                            "Edward", "Ferrars", "Willoughby", "Brandon", "Jennings", "Lucy",
-                            "Steele", "John", "Fanny", "Middleton", "Palmer", "Charlotte",
-                            "Robert", "Anne", "Nancy"),
+#: where the data and training helpers of 05 live; ``bert.<name>`` finds them there
+_ELSEWHERE = {
+    "course_utils.novels": ("split_sentences", "nsp_pairs", "chapter_documents", "CHARACTER_NAMES",
+                            "words", "name_tagging", "split_paragraphs", "book_passages"),
+    "course_utils.bert_training": ("train_wordpiece_tokenizer", "encode_classification",
+                                   "encode_tagging", "make_batches", "pretraining_batches",
+                                   "pretrain", "evaluate_pretraining", "predict",
+                                   "SHIPPED_CHECKPOINT", "save_pretrained", "load_pretrained"),
 }
-
-_WORD = re.compile(r"[A-Za-z]+|[^\sA-Za-z]")
-
-
-def words(text: str) -> list[str]:
-    """Words (letters only, so "Emma's" -> Emma ' s) and single punctuation marks."""
-    return _WORD.findall(text)
+_HOME = {name: module for module, names in _ELSEWHERE.items() for name in names}
 
 
-def name_tagging(paragraphs, books: Sequence[str], max_words: int = 40, min_names: int = 1,
-                 seed: int = 0) -> list[tuple[list[str], list[int]]]:
-    """Sentences of ``books`` as (words, tags), tag 1 where the word is a character name of
-    that book (case-sensitive, see ``CHARACTER_NAMES``), 0 elsewhere; only sentences of at
-    most ``max_words`` words with at least ``min_names`` names, shuffled. Taught in: 05_bert."""
-    unknown = sorted(set(books) - set(CHARACTER_NAMES))
-    if unknown:
-        raise ValueError(f"no name list for {unknown}; books with one: {sorted(CHARACTER_NAMES)}")
-    examples = []
-    for p in paragraphs:
-        if p.book not in books:
-            continue
-        names = set(CHARACTER_NAMES[p.book])
-        for sentence in split_sentences(p.text):
-            ws = words(sentence)
-            tags = [int(w in names) for w in ws]
-            if 3 <= len(ws) <= max_words and sum(tags) >= min_names:
-                examples.append((ws, tags))
-    random.Random(seed).shuffle(examples)
-    return examples
+def __getattr__(name: str):
+    """``bert.nsp_pairs`` and the like: the names above, from their own modules (imported
+    on first use: the training helpers import this module)."""
+    if name in _HOME:
+        return getattr(importlib.import_module(_HOME[name]), name)
+    raise AttributeError(f"module 'course_utils.bert' has no attribute {name!r}")
 
 
-def split_paragraphs(paragraphs, test_every: int = 5):
-    """(train, test): every ``test_every``-th paragraph of each novel is held out for
-    testing, the rest may be used for pre-training and fine-tuning. Taught in: 05_bert."""
-    if not isinstance(test_every, int) or test_every < 2:
-        raise ValueError(f"test_every must be an int >= 2, got {test_every!r}")
-    train, test = [], []
-    for p in paragraphs:
-        (test if p.paragraph % test_every == 0 else train).append(p)
-    return train, test
-
-
-def book_passages(paragraphs, per_book: int, min_words: int = 25, seed: int = 0
-                  ) -> list[tuple[str, int]]:
-    """``per_book`` paragraphs of at least ``min_words`` words from each novel, as
-    (text, index of the book in sorted order), shuffled. Taught in: 05_bert."""
-    books = sorted({p.book for p in paragraphs})
-    rng = random.Random(seed)
-    chosen = []
-    for label, book in enumerate(books):
-        pool = [p for p in paragraphs if p.book == book and p.chapter > 0
-                and len(p.text.split()) >= min_words]
-        if len(pool) < per_book:
-            raise ValueError(f"{book} has only {len(pool)} paragraphs of >= {min_words} words, "
-                             f"asked for {per_book}")
-        chosen += [(p.text, label) for p in rng.sample(pool, per_book)]
-    rng.shuffle(chosen)
-    return chosen
-
-
-# -- tokenizers and batches --------------------------------------------------------------
-
-def train_wordpiece_tokenizer(texts, vocab_size: int, lowercase: bool = True):
-    """A WordPiece tokenizer (BERT's: ## marks a piece inside a word) trained with the
-    ``tokenizers`` library on ``texts``, wrapped as a ``transformers`` fast tokenizer that
-    adds [CLS]/[SEP] and token type ids like MiniLM's. 06_bpe shows how such a vocabulary
-    is learned. The library breaks ties between equally frequent pairs at random, so a few
-    pieces near the end of the vocabulary can differ between runs (1 run in 12 here, for
-    05's 4,000 pieces): compare vocabularies with a tolerance. Taught in: 05_bert."""
-    from tokenizers import BertWordPieceTokenizer
-    from tokenizers.models import WordPiece
-    from tokenizers.processors import TemplateProcessing
-    if not isinstance(vocab_size, int) or vocab_size <= len(SPECIAL_TOKENS):
-        raise ValueError(f"vocab_size must be an int > {len(SPECIAL_TOKENS)}, got {vocab_size!r}")
-    wordpiece = BertWordPieceTokenizer(lowercase=lowercase)
-    wordpiece.train_from_iterator(texts, vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
-                                  show_progress=False)
-    backend = wordpiece._tokenizer  # the tokenizers.Tokenizer inside the wrapper
-    # The trainer learns the same pieces every time but may number them differently
-    # (ties in a hash map): number them in a fixed order, specials first.
-    learned = backend.get_vocab()
-    ordered = list(SPECIAL_TOKENS) + sorted(t for t in learned if t not in SPECIAL_TOKENS)
-    backend.model = WordPiece({t: i for i, t in enumerate(ordered)}, unk_token="[UNK]")
-    cls, sep = (backend.token_to_id(t) for t in ("[CLS]", "[SEP]"))
-    backend.post_processor = TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    return _wrap_tokenizer(backend)
-
-
-def _wrap_tokenizer(backend):
-    """A ``tokenizers.Tokenizer`` as a ``transformers`` fast tokenizer with BERT's specials."""
-    from transformers import PreTrainedTokenizerFast
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-        sep_token="[SEP]", mask_token="[MASK]",
-        model_input_names=["input_ids", "token_type_ids", "attention_mask"])
-
-
-def encode_classification(tokenizer, texts: Sequence[str], labels: Sequence[int], max_len: int,
-                          texts_b: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
-    """Tokenise (pairs of) texts, truncated and padded to ``max_len``: a dict of
-    (count, max_len) tensors and labels (count,). Taught in: 05_bert."""
-    if len(texts) != len(labels) or (texts_b is not None and len(texts_b) != len(texts)):
-        raise ValueError(f"got {len(texts)} texts, {len(labels)} labels"
-                         + ("" if texts_b is None else f" and {len(texts_b)} second texts"))
-    enc = tokenizer(list(texts), None if texts_b is None else list(texts_b), truncation=True,
-                    max_length=max_len, padding="max_length", return_tensors="pt")
-    return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"],
-            "attention_mask": enc["attention_mask"], "labels": torch.as_tensor(list(labels))}
-
-
-def encode_tagging(tokenizer, word_lists: Sequence[Sequence[str]], tags: Sequence[Sequence[int]],
-                   max_len: int) -> dict[str, torch.Tensor]:
-    """Tokenise pre-split sentences and put each word's tag on its first piece (-100 on
-    the other pieces, on [CLS], [SEP] and padding): (count, max_len) tensors.
-    Taught in: 05_bert."""
-    if len(word_lists) != len(tags):
-        raise ValueError(f"got {len(word_lists)} sentences but {len(tags)} tag lists")
-    enc = tokenizer([list(w) for w in word_lists], is_split_into_words=True, truncation=True,
-                    max_length=max_len, padding="max_length", return_tensors="pt")
-    labels = torch.full_like(enc["input_ids"], IGNORE_INDEX)
-    for i, (ws, ts) in enumerate(zip(word_lists, tags)):
-        if len(ws) != len(ts):
-            raise ValueError(f"sentence {i} has {len(ws)} words but {len(ts)} tags")
-        previous = None
-        for position, word in enumerate(enc.word_ids(i)):
-            if word is not None and word != previous:
-                labels[i, position] = ts[word]
-            previous = word
-    return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"],
-            "attention_mask": enc["attention_mask"], "labels": labels}
-
-
-def make_batches(tensors: Mapping[str, torch.Tensor], batch_size: int, shuffle: bool = False,
-                 seed: int = 0):
-    """Cut a dict of equally long tensors into batches (dicts), trimmed to the longest
-    real sequence of each batch. With ``shuffle`` a function epoch -> batches (a new
-    order each epoch, for ``training.train``), else a list. Taught in: 05_bert."""
-    count = len(next(iter(tensors.values())))
-    if any(len(t) != count for t in tensors.values()):
-        raise ValueError(f"tensors of different lengths: { {k: len(t) for k, t in tensors.items()} }")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-
-    def cut(order):
-        out = []
-        for idx in order.split(batch_size):
-            batch = {k: t[idx] for k, t in tensors.items()}
-            if "attention_mask" in batch:
-                n = int(batch["attention_mask"].sum(1).max())
-                batch = {k: (t[:, :n] if t.dim() == 2 else t) for k, t in batch.items()}
-            out.append(batch)
-        return out
-
-    if not shuffle:
-        return cut(torch.arange(count))
-    return lambda epoch: cut(torch.randperm(count, generator=torch.Generator().manual_seed(seed + epoch)))
-
-
-def pretraining_batches(tokenizer, pairs: Sequence[tuple[str, str, int]], batch_size: int,
-                        max_len: int, seed: int = 0, mlm_prob: float = 0.15):
-    """epoch -> batches for ``pretraining_loss`` from NSP ``pairs``: tokenised once, masked
-    anew each epoch with ``mask_tokens`` (RoBERTa's dynamic masking). Taught in: 05_bert."""
-    tensors = encode_classification(tokenizer, [a for a, _, _ in pairs], [n for _, _, n in pairs],
-                                    max_len, texts_b=[b for _, b, _ in pairs])
-    tensors["next_sentence"] = tensors.pop("labels")
-    special = tokenizer.all_special_ids
-    vocab_size = len(tokenizer)
-    shuffled = make_batches(tensors, batch_size, shuffle=True, seed=seed)
-
-    def epoch(e):
-        generator = torch.Generator().manual_seed(10_000 * seed + e)
-        for batch in shuffled(e):
-            inputs, labels = mask_tokens(batch["input_ids"], vocab_size, special,
-                                         tokenizer.mask_token_id, mlm_prob, generator)
-            yield {**batch, "input_ids": inputs, "labels": labels}
-    return epoch
-
-
-# -- pre-training end to end, and the shipped longer-trained checkpoint ------------------
-
-def chapter_documents(paragraphs) -> list[list[str]]:
-    """The novels as NSP 'documents': one list of sentences per chapter. Taught in: 05_bert."""
-    documents: dict = {}
-    for p in paragraphs:
-        if p.chapter > 0:  # chapter 0 holds title lines
-            documents.setdefault((p.book, p.chapter), []).extend(split_sentences(p.text))
-    return [d for d in documents.values() if d]
-
-
-def pretrain(model: BertForPreTraining, tokenizer, pairs, recipe: BertPretraining,
-             steps: int | None = None, seed: int = 0, progress: bool = True):
-    """Pre-train with MLM + NSP on ``pairs`` (from ``nsp_pairs``): AdamW, linear warm-up
-    then linear decay to 0 over ``steps`` (default ``recipe.steps``). Returns the
-    ``training.History`` and the ``PretrainingLog``. Taught in: 05_bert."""
-    from course_utils.training import train
-    from course_utils.transformer import warmup_scheduler
-    steps = recipe.steps if steps is None else steps
-    batches = pretraining_batches(tokenizer, pairs, recipe.batch_size, recipe.max_len, seed=seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01, foreach=True)
-    warmup = min(recipe.warmup, max(steps - 1, 0))
-    scheduler = warmup_scheduler(optimizer, warmup, decay_after=steps, total_steps=steps,
-                                 cooldown=max(steps - warmup, 1))
-    log = PretrainingLog()
-    history = train(model, batches, lambda m, b: pretraining_loss(m, b, log), optimizer,
-                    scheduler=scheduler, max_steps=steps, progress=progress, desc="pre-training")
-    return history, log
-
-
-@torch.no_grad()
-def evaluate_pretraining(model: BertForPreTraining, tokenizer, pairs, max_len: int,
-                         batch_size: int = 64, seed: int = 1) -> dict[str, float]:
-    """Masked-LM accuracy, MLM loss and NSP accuracy on held-out ``pairs`` (masked with a
-    fixed seed). Taught in: 05_bert."""
-    was_training = model.training
-    model.eval()
-    total = {"mlm_correct": 0, "mlm_count": 0, "mlm_loss": 0.0, "nsp_correct": 0, "pairs": 0}
-    from course_utils.training import to_device
-    device = check_device(model, what="evaluate_pretraining")
-    for batch in pretraining_batches(tokenizer, pairs, batch_size, max_len, seed=seed)(0):
-        batch = to_device(batch, device)  # made on the CPU
-        mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"],
-                                       batch["attention_mask"], labels=batch["labels"])
-        targets = batch["labels"][batch["labels"] != IGNORE_INDEX]
-        total["mlm_correct"] += int((mlm_logits.argmax(-1) == targets).sum())
-        total["mlm_count"] += len(targets)
-        total["mlm_loss"] += float(nn.functional.cross_entropy(mlm_logits, targets, reduction="sum"))
-        total["nsp_correct"] += int((nsp_logits.argmax(-1) == batch["next_sentence"]).sum())
-        total["pairs"] += len(batch["next_sentence"])
-    model.train(was_training)
-    return {"mlm_accuracy": total["mlm_correct"] / total["mlm_count"],
-            "mlm_loss": total["mlm_loss"] / total["mlm_count"],
-            "nsp_accuracy": total["nsp_correct"] / total["pairs"]}
-
-
-SHIPPED_CHECKPOINT = "small_bert.pt"
-
-
-def save_pretrained(path, model: BertForPreTraining, tokenizer, info: Mapping) -> None:
-    """Write the model (float16 weights), its config and its tokenizer to one file."""
-    from dataclasses import asdict
-    state = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
-    torch.save({"config": asdict(model.cfg), "state_dict": state,
-                "tokenizer": tokenizer.backend_tokenizer.to_str(), "info": dict(info)}, path)
-
-
-def load_pretrained(path=None):
-    """``(model, tokenizer, info)`` from ``save_pretrained``'s file; by default the shipped,
-    checksum-verified ``data/small_bert.pt`` (made by scripts/pretrain_small_bert.py).
-    Taught in: 05_bert."""
-    from tokenizers import Tokenizer
-    from course_utils.data import verified_path
-    path = verified_path(SHIPPED_CHECKPOINT) if path is None else path
-    saved = torch.load(path, map_location="cpu", weights_only=True)
-    model = BertForPreTraining(BertConfig(**saved["config"]))
-    model.load_state_dict({k: v.float() if v.is_floating_point() else v
-                           for k, v in saved["state_dict"].items()})
-    return model, _wrap_tokenizer(Tokenizer.from_str(saved["tokenizer"])), saved["info"]
+def __dir__():
+    return sorted([*globals(), *_HOME])

@@ -573,7 +573,8 @@ def mlm_html(model, tokenizer, sentence: str, masked: str, rolls: int = 0, top_k
     ``sentence`` (``masked``: the words to hide, comma-separated; every occurrence becomes
     one [MASK]), and BERT's training-time masking (15 % chosen; 80 % [MASK], 10 % random,
     10 % unchanged) drawn on the sentence (draw number ``rolls``)."""
-    from course_utils.bert import mask_tokens, words
+    from course_utils.bert import mask_tokens
+    from course_utils.novels import words
     tokens = words(sentence or "")
     if not tokens:
         raise ValueError("type a sentence (letters or punctuation) to see what the model guesses")
@@ -636,7 +637,7 @@ def mlm_explorer(model, tokenizer, sentence: str, masked: str, seed: int = 0):
     button. Returns an ``Explorer`` with ``.sentence``, ``.masked``, ``.top``, ``.draw``,
     ``.reroll`` and ``.view``. Taught in: 05_bert."""
     import ipywidgets as W
-    from course_utils.bert import words
+    from course_utils.novels import words
     text = W.Text(value=sentence, description="sentence", continuous_update=False, layout=W.Layout(width="95%"))
     hide = W.Text(value=masked, description="mask", continuous_update=False)
     top = W.IntSlider(value=5, min=1, max=10, description="guesses")

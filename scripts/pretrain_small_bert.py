@@ -26,7 +26,7 @@ os.environ.setdefault("COURSE_PROFILE", "fast")
 import torch  # noqa: E402
 
 from _shipping import DATA_DIR, machine_line, record_checkpoint  # noqa: E402
-from course_utils import bert  # noqa: E402
+from course_utils import bert, bert_training, novels  # noqa: E402
 from course_utils.data import load_english_text  # noqa: E402
 from course_utils.runtime import setup  # noqa: E402
 
@@ -39,21 +39,21 @@ def main() -> None:
     args = parser.parse_args()
     setup(seed=0, verbose=False)
     recipe = bert.pretraining_recipe("fast")
-    train_paragraphs, test_paragraphs = bert.split_paragraphs(load_english_text())
-    tokenizer = bert.train_wordpiece_tokenizer((p.text for p in train_paragraphs), recipe.vocab_size)
-    pairs = bert.nsp_pairs(bert.chapter_documents(train_paragraphs), args.pairs, seed=0)
-    heldout = bert.nsp_pairs(bert.chapter_documents(test_paragraphs), 2000, seed=1)
+    train_paragraphs, test_paragraphs = novels.split_paragraphs(load_english_text())
+    tokenizer = bert_training.train_wordpiece_tokenizer((p.text for p in train_paragraphs), recipe.vocab_size)
+    pairs = novels.nsp_pairs(novels.chapter_documents(train_paragraphs), args.pairs, seed=0)
+    heldout = novels.nsp_pairs(novels.chapter_documents(test_paragraphs), 2000, seed=1)
     torch.manual_seed(0)
     model = bert.BertForPreTraining(recipe.model_config())
     started = time.perf_counter()
-    history, log = bert.pretrain(model, tokenizer, pairs, recipe, steps=args.steps, progress=False)
+    history, log = bert_training.pretrain(model, tokenizer, pairs, recipe, steps=args.steps, progress=False)
     minutes = (time.perf_counter() - started) / 60
-    scores = bert.evaluate_pretraining(model, tokenizer, heldout, recipe.max_len)
+    scores = bert_training.evaluate_pretraining(model, tokenizer, heldout, recipe.max_len)
     info = {"steps": args.steps, "pairs": args.pairs, "minutes": round(minutes, 1),
             "heldout": {k: round(v, 4) for k, v in scores.items()},
             "machine": machine_line()}
-    path = args.out_dir / bert.SHIPPED_CHECKPOINT
-    bert.save_pretrained(path, model, tokenizer, info)
+    path = args.out_dir / bert_training.SHIPPED_CHECKPOINT
+    bert_training.save_pretrained(path, model, tokenizer, info)
     digest = record_checkpoint(args.out_dir, path)
     params = sum(p.numel() for p in model.parameters())
     (args.out_dir / "small_bert.md").write_text(f"""# Data card: small_bert.pt
@@ -62,9 +62,9 @@ A small BERT pre-trained with masked LM and next-sentence prediction on the ship
 novels (data/austen_novels.tsv.gz), for notebook 05_bert.
 
 - Made by: `python scripts/pretrain_small_bert.py --steps {args.steps} --pairs {args.pairs}`
-  (the code of `course_utils.bert`: `train_wordpiece_tokenizer`, `nsp_pairs`, `pretrain`
+  (the code of `course_utils.bert`, `bert_training` and `novels`: `train_wordpiece_tokenizer`, `nsp_pairs`, `pretrain`
   with the fast recipe `bert.FAST`, seed 0, one thread).
-- Training text: the paragraphs that `bert.split_paragraphs` keeps for training (4 of
+- Training text: the paragraphs that `novels.split_paragraphs` keeps for training (4 of
   every 5); the held-out fifth is never seen, and the fine-tuning test sets of 05 come
   from it.
 - Model: {params:,} parameters ({recipe.num_layers} layers, d_model {recipe.d_model}, {recipe.num_heads} heads, d_ff {recipe.d_ff}, max_len {recipe.max_len}),
@@ -75,7 +75,7 @@ novels (data/austen_novels.tsv.gz), for notebook 05_bert.
   masked-LM loss {scores['mlm_loss']:.3f}, NSP accuracy {scores['nsp_accuracy']:.3f}.
 - Licence: the weights are derived from public domain text (the novels); they are released
   with the course code under the MIT licence.
-- sha256: `{digest}` (also in data/SHA256SUMS; `bert.load_pretrained()` checks it).
+- sha256: `{digest}` (also in data/SHA256SUMS; `bert_training.load_pretrained()` checks it).
 """)
     print(f"wrote {path} ({path.stat().st_size:,} bytes) after {minutes:.1f} min: {info['heldout']}")
 

@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 from _shipping import DATA_DIR, machine_line, record_checkpoint  # noqa: E402
 from course_utils import gpt  # noqa: E402
-from course_utils.bert import split_paragraphs  # noqa: E402
+from course_utils.novels import split_paragraphs  # noqa: E402
 from course_utils.bpe import BPETokenizer  # noqa: E402
 from course_utils.data import load_english_text  # noqa: E402
 from course_utils.runtime import setup  # noqa: E402
@@ -82,7 +82,7 @@ A small GPT (decoder-only Transformer language model) trained on the shipped nov
 - Made by: `python scripts/pretrain_small_gpt.py --steps {args.steps} --batch-size {args.batch_size} --lr {args.lr}`
   (the code of `course_utils.gpt`: `BPETokenizer.train` of `course_utils.bpe`, byte level,
   {recipe.num_merges:,} merges; `GPT`; `fit`: AdamW, warm-up and cosine decay; seed 0, one thread).
-- Training text: the paragraphs that `bert.split_paragraphs` keeps for training (4 of every
+- Training text: the paragraphs that `novels.split_paragraphs` keeps for training (4 of every
   5, {len(train_tokens):,} tokens); the held-out fifth is never seen (05's and 07's test sets
   come from it).
 - Model: {params:,} parameters ({config.num_layers} layers, d_model {config.d_model}, {config.num_heads} heads,

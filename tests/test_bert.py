@@ -351,3 +351,16 @@ def test_the_shipped_small_bert_is_the_fast_model_and_scores_what_its_card_says(
     for key in ("mlm_accuracy", "nsp_accuracy"):
         assert scores[key] == pytest.approx(info["heldout"][key], abs=0.01)
     assert scores["mlm_accuracy"] > 0.25 and scores["nsp_accuracy"] > 0.6   # it did learn
+
+
+def test_the_helpers_of_05_live_beside_the_model_and_stay_reachable_from_bert():
+    from course_utils import bert, bert_training, novels
+    assert bert.nsp_pairs is novels.nsp_pairs and bert.CHARACTER_NAMES is novels.CHARACTER_NAMES
+    assert bert.pretrain is bert_training.pretrain and bert.load_pretrained is bert_training.load_pretrained
+    assert {"book_passages", "make_batches", "BertEncoder"} <= set(dir(bert))
+    with pytest.raises(AttributeError, match="has no attribute 'not_a_name'"):
+        bert.not_a_name
+    # the model module itself holds the model only: no tokenizer, batching or task code
+    import inspect
+    source = inspect.getsource(bert)
+    assert "def pretrain(" not in source and "def name_tagging(" not in source

@@ -235,7 +235,7 @@ def test_checkpoint_round_trip(tmp_path):
 
 
 def test_shipped_checkpoint_loads_verified_and_beats_the_bigram():
-    from course_utils.bert import split_paragraphs
+    from course_utils.novels import split_paragraphs
     from course_utils.data import load_english_text
     model, tok, info = gpt.load_pretrained()
     assert len(tok) == model.config.vocab_size == 256 + len(tok.merges)

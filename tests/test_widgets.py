@@ -172,7 +172,7 @@ def test_beam_explorer_moves_with_its_sliders(seq2seq):
 
 @pytest.fixture(scope="module")
 def small_bert():
-    from course_utils.bert import load_pretrained
+    from course_utils.bert_training import load_pretrained
     model, tokenizer, _ = load_pretrained()
     return model, tokenizer
 

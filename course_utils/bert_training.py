@@ -1,0 +1,232 @@
+"""Tokenizers, batches and loops for BERT (05_bert): what surrounds the model of
+``course_utils.bert``.
+
+- ``train_wordpiece_tokenizer``: a WordPiece vocabulary trained with ``tokenizers``;
+- ``encode_classification``, ``encode_tagging``: texts and word lists to padded tensors;
+  ``make_batches`` and ``pretraining_batches`` (dynamic masking, one masking per epoch);
+- ``pretrain`` (AdamW, warm-up and linear decay, on ``training.train``),
+  ``evaluate_pretraining`` and ``predict``;
+- the shipped checkpoint: ``save_pretrained`` and ``load_pretrained`` (``data/small_bert.pt``).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import torch
+from torch import nn
+
+from course_utils.bert import (IGNORE_INDEX, SPECIAL_TOKENS, BertConfig, BertForPreTraining,
+                               BertPretraining, PretrainingLog, mask_tokens, pretraining_loss)
+from course_utils.runtime import check_device
+
+# -- tokenizers and batches --------------------------------------------------------------
+
+def train_wordpiece_tokenizer(texts, vocab_size: int, lowercase: bool = True):
+    """A WordPiece tokenizer (BERT's: ## marks a piece inside a word) trained with the
+    ``tokenizers`` library on ``texts``, wrapped as a ``transformers`` fast tokenizer that
+    adds [CLS]/[SEP] and token type ids like MiniLM's. 06_bpe shows how such a vocabulary
+    is learned. The library breaks ties between equally frequent pairs at random, so a few
+    pieces near the end of the vocabulary can differ between runs (1 run in 12 here, for
+    05's 4,000 pieces): compare vocabularies with a tolerance. Taught in: 05_bert."""
+    from tokenizers import BertWordPieceTokenizer
+    from tokenizers.models import WordPiece
+    from tokenizers.processors import TemplateProcessing
+    if not isinstance(vocab_size, int) or vocab_size <= len(SPECIAL_TOKENS):
+        raise ValueError(f"vocab_size must be an int > {len(SPECIAL_TOKENS)}, got {vocab_size!r}")
+    wordpiece = BertWordPieceTokenizer(lowercase=lowercase)
+    wordpiece.train_from_iterator(texts, vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
+                                  show_progress=False)
+    backend = wordpiece._tokenizer  # the tokenizers.Tokenizer inside the wrapper
+    # The trainer learns the same pieces every time but may number them differently
+    # (ties in a hash map): number them in a fixed order, specials first.
+    learned = backend.get_vocab()
+    ordered = list(SPECIAL_TOKENS) + sorted(t for t in learned if t not in SPECIAL_TOKENS)
+    backend.model = WordPiece({t: i for i, t in enumerate(ordered)}, unk_token="[UNK]")
+    cls, sep = (backend.token_to_id(t) for t in ("[CLS]", "[SEP]"))
+    backend.post_processor = TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    return _wrap_tokenizer(backend)
+
+
+def _wrap_tokenizer(backend):
+    """A ``tokenizers.Tokenizer`` as a ``transformers`` fast tokenizer with BERT's specials."""
+    from transformers import PreTrainedTokenizerFast
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+        sep_token="[SEP]", mask_token="[MASK]",
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"])
+
+
+def encode_classification(tokenizer, texts: Sequence[str], labels: Sequence[int], max_len: int,
+                          texts_b: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
+    """Tokenise (pairs of) texts, truncated and padded to ``max_len``: a dict of
+    (count, max_len) tensors and labels (count,). Taught in: 05_bert."""
+    if len(texts) != len(labels) or (texts_b is not None and len(texts_b) != len(texts)):
+        raise ValueError(f"got {len(texts)} texts, {len(labels)} labels"
+                         + ("" if texts_b is None else f" and {len(texts_b)} second texts"))
+    enc = tokenizer(list(texts), None if texts_b is None else list(texts_b), truncation=True,
+                    max_length=max_len, padding="max_length", return_tensors="pt")
+    return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"],
+            "attention_mask": enc["attention_mask"], "labels": torch.as_tensor(list(labels))}
+
+
+def encode_tagging(tokenizer, word_lists: Sequence[Sequence[str]], tags: Sequence[Sequence[int]],
+                   max_len: int) -> dict[str, torch.Tensor]:
+    """Tokenise pre-split sentences and put each word's tag on its first piece (-100 on
+    the other pieces, on [CLS], [SEP] and padding): (count, max_len) tensors.
+    Taught in: 05_bert."""
+    if len(word_lists) != len(tags):
+        raise ValueError(f"got {len(word_lists)} sentences but {len(tags)} tag lists")
+    enc = tokenizer([list(w) for w in word_lists], is_split_into_words=True, truncation=True,
+                    max_length=max_len, padding="max_length", return_tensors="pt")
+    labels = torch.full_like(enc["input_ids"], IGNORE_INDEX)
+    for i, (ws, ts) in enumerate(zip(word_lists, tags)):
+        if len(ws) != len(ts):
+            raise ValueError(f"sentence {i} has {len(ws)} words but {len(ts)} tags")
+        previous = None
+        for position, word in enumerate(enc.word_ids(i)):
+            if word is not None and word != previous:
+                labels[i, position] = ts[word]
+            previous = word
+    return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"],
+            "attention_mask": enc["attention_mask"], "labels": labels}
+
+
+def make_batches(tensors: Mapping[str, torch.Tensor], batch_size: int, shuffle: bool = False,
+                 seed: int = 0):
+    """Cut a dict of equally long tensors into batches (dicts), trimmed to the longest
+    real sequence of each batch. With ``shuffle`` a function epoch -> batches (a new
+    order each epoch, for ``training.train``), else a list. Taught in: 05_bert."""
+    count = len(next(iter(tensors.values())))
+    if any(len(t) != count for t in tensors.values()):
+        raise ValueError(f"tensors of different lengths: { {k: len(t) for k, t in tensors.items()} }")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+
+    def cut(order):
+        out = []
+        for idx in order.split(batch_size):
+            batch = {k: t[idx] for k, t in tensors.items()}
+            if "attention_mask" in batch:
+                n = int(batch["attention_mask"].sum(1).max())
+                batch = {k: (t[:, :n] if t.dim() == 2 else t) for k, t in batch.items()}
+            out.append(batch)
+        return out
+
+    if not shuffle:
+        return cut(torch.arange(count))
+    return lambda epoch: cut(torch.randperm(count, generator=torch.Generator().manual_seed(seed + epoch)))
+
+
+def pretraining_batches(tokenizer, pairs: Sequence[tuple[str, str, int]], batch_size: int,
+                        max_len: int, seed: int = 0, mlm_prob: float = 0.15):
+    """epoch -> batches for ``pretraining_loss`` from NSP ``pairs``: tokenised once, masked
+    anew each epoch with ``mask_tokens`` (RoBERTa's dynamic masking). Taught in: 05_bert."""
+    tensors = encode_classification(tokenizer, [a for a, _, _ in pairs], [n for _, _, n in pairs],
+                                    max_len, texts_b=[b for _, b, _ in pairs])
+    tensors["next_sentence"] = tensors.pop("labels")
+    special = tokenizer.all_special_ids
+    vocab_size = len(tokenizer)
+    shuffled = make_batches(tensors, batch_size, shuffle=True, seed=seed)
+
+    def epoch(e):
+        generator = torch.Generator().manual_seed(10_000 * seed + e)
+        for batch in shuffled(e):
+            inputs, labels = mask_tokens(batch["input_ids"], vocab_size, special,
+                                         tokenizer.mask_token_id, mlm_prob, generator)
+            yield {**batch, "input_ids": inputs, "labels": labels}
+    return epoch
+
+
+# -- pre-training and evaluation ---------------------------------------------------------
+
+def pretrain(model: BertForPreTraining, tokenizer, pairs, recipe: BertPretraining,
+             steps: int | None = None, seed: int = 0, progress: bool = True):
+    """Pre-train with MLM + NSP on ``pairs`` (from ``nsp_pairs``): AdamW, linear warm-up
+    then linear decay to 0 over ``steps`` (default ``recipe.steps``). Returns the
+    ``training.History`` and the ``PretrainingLog``. Taught in: 05_bert."""
+    from course_utils.training import train
+    from course_utils.transformer import warmup_scheduler
+    steps = recipe.steps if steps is None else steps
+    batches = pretraining_batches(tokenizer, pairs, recipe.batch_size, recipe.max_len, seed=seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01, foreach=True)
+    warmup = min(recipe.warmup, max(steps - 1, 0))
+    scheduler = warmup_scheduler(optimizer, warmup, decay_after=steps, total_steps=steps,
+                                 cooldown=max(steps - warmup, 1))
+    log = PretrainingLog()
+    history = train(model, batches, lambda m, b: pretraining_loss(m, b, log), optimizer,
+                    scheduler=scheduler, max_steps=steps, progress=progress, desc="pre-training")
+    return history, log
+
+
+@torch.no_grad()
+def evaluate_pretraining(model: BertForPreTraining, tokenizer, pairs, max_len: int,
+                         batch_size: int = 64, seed: int = 1) -> dict[str, float]:
+    """Masked-LM accuracy, MLM loss and NSP accuracy on held-out ``pairs`` (masked with a
+    fixed seed). Taught in: 05_bert."""
+    was_training = model.training
+    model.eval()
+    total = {"mlm_correct": 0, "mlm_count": 0, "mlm_loss": 0.0, "nsp_correct": 0, "pairs": 0}
+    from course_utils.training import to_device
+    device = check_device(model, what="evaluate_pretraining")
+    for batch in pretraining_batches(tokenizer, pairs, batch_size, max_len, seed=seed)(0):
+        batch = to_device(batch, device)  # made on the CPU
+        mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"],
+                                       batch["attention_mask"], labels=batch["labels"])
+        targets = batch["labels"][batch["labels"] != IGNORE_INDEX]
+        total["mlm_correct"] += int((mlm_logits.argmax(-1) == targets).sum())
+        total["mlm_count"] += len(targets)
+        total["mlm_loss"] += float(nn.functional.cross_entropy(mlm_logits, targets, reduction="sum"))
+        total["nsp_correct"] += int((nsp_logits.argmax(-1) == batch["next_sentence"]).sum())
+        total["pairs"] += len(batch["next_sentence"])
+    model.train(was_training)
+    return {"mlm_accuracy": total["mlm_correct"] / total["mlm_count"],
+            "mlm_loss": total["mlm_loss"] / total["mlm_count"],
+            "nsp_accuracy": total["nsp_correct"] / total["pairs"]}
+
+
+SHIPPED_CHECKPOINT = "small_bert.pt"
+
+
+def save_pretrained(path, model: BertForPreTraining, tokenizer, info: Mapping) -> None:
+    """Write the model (float16 weights), its config and its tokenizer to one file."""
+    from dataclasses import asdict
+    state = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    torch.save({"config": asdict(model.cfg), "state_dict": state,
+                "tokenizer": tokenizer.backend_tokenizer.to_str(), "info": dict(info)}, path)
+
+
+def load_pretrained(path=None):
+    """``(model, tokenizer, info)`` from ``save_pretrained``'s file; by default the shipped,
+    checksum-verified ``data/small_bert.pt`` (made by scripts/pretrain_small_bert.py).
+    Taught in: 05_bert."""
+    from tokenizers import Tokenizer
+    from course_utils.data import verified_path
+    path = verified_path(SHIPPED_CHECKPOINT) if path is None else path
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    model = BertForPreTraining(BertConfig(**saved["config"]))
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v
+                           for k, v in saved["state_dict"].items()})
+    return model, _wrap_tokenizer(Tokenizer.from_str(saved["tokenizer"])), saved["info"]
+
+
+@torch.no_grad()
+def predict(model: nn.Module, batches) -> tuple[torch.Tensor, torch.Tensor]:
+    """Predicted and true labels over ``batches`` (positions labelled -100 dropped), in
+    eval mode; batches go to the model's device, the labels come back on the CPU.
+    Taught in: 05_bert."""
+    from course_utils.training import to_device
+    device = check_device(model, what="predict")
+    was_training = model.training
+    model.eval()
+    predicted, true = [], []
+    for batch in batches:
+        batch = to_device(batch, device)
+        logits = model(batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask"))
+        keep = batch["labels"] != IGNORE_INDEX
+        predicted.append(logits.argmax(-1)[keep].cpu())
+        true.append(batch["labels"][keep].cpu())
+    model.train(was_training)
+    return torch.cat(predicted), torch.cat(true)

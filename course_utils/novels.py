@@ -1,0 +1,153 @@
+"""The shipped novels as tasks for 05_bert and 07_gpt (the text itself comes from
+``course_utils.data.load_english_text``).
+
+- sentences and next-sentence pairs: ``split_sentences``, ``chapter_documents`` (one NSP
+  "document" per chapter), ``nsp_pairs`` (50 % true next sentence, 50 % a sentence of
+  another document);
+- a train/test split by paragraph: ``split_paragraphs``;
+- two fine-tuning tasks: ``book_passages`` (which novel a passage comes from) and
+  ``name_tagging`` (which words are character names, from the name lists
+  ``CHARACTER_NAMES``: silver labels, see there).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Sequence
+
+# -- sentences and next-sentence prediction ---------------------------------------------
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!Mr\.)(?<!Mrs\.)(?<!Dr\.)(?<!St\.)"
+                           r"[\"'\u201d\u2019]?\s+(?=[\"'\u201c\u2018]?[A-Z])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split prose into sentences at . ! ? followed by a capital (a rule, not a parser:
+    after Mr., Mrs., Dr. and St. it does not split). Taught in: 05_bert."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def nsp_pairs(documents: Sequence[Sequence[str]], num_pairs: int, seed: int = 0
+              ) -> list[tuple[str, str, int]]:
+    """``(a, b, is_next)`` triples for next-sentence prediction: ``a`` is a sentence with a
+    successor in its document; half the time ``b`` is that successor (is_next = 1), half
+    the time a random sentence of another document (is_next = 0). ``documents``: lists
+    of sentences. Taught in: 05_bert."""
+    if not isinstance(num_pairs, int) or num_pairs < 1:
+        raise ValueError(f"num_pairs must be a positive int, got {num_pairs!r}")
+    docs = [list(d) for d in documents if len(d) > 0]
+    if len(docs) < 2:
+        raise ValueError(f"need at least two non-empty documents, got {len(docs)}")
+    starts = [(d, i) for d, doc in enumerate(docs) for i in range(len(doc) - 1)]
+    if not starts:
+        raise ValueError("no document has two sentences: there is no true next sentence")
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(num_pairs):
+        d, i = rng.choice(starts)
+        if rng.random() < 0.5:
+            pairs.append((docs[d][i], docs[d][i + 1], 1))
+        else:
+            other = rng.randrange(len(docs) - 1)
+            other += other >= d  # any document but d
+            pairs.append((docs[d][i], rng.choice(docs[other]), 0))
+    return pairs
+
+
+def chapter_documents(paragraphs) -> list[list[str]]:
+    """The novels as NSP 'documents': one list of sentences per chapter. Taught in: 05_bert."""
+    documents: dict = {}
+    for p in paragraphs:
+        if p.chapter > 0:  # chapter 0 holds title lines
+            documents.setdefault((p.book, p.chapter), []).extend(split_sentences(p.text))
+    return [d for d in documents.values() if d]
+
+
+# -- fine-tuning tasks ---------------------------------------------------------------------
+
+# Main characters per novel (first names and surnames as they appear capitalised in the
+# text), for the token-level task: a word is a name if it is one of these. A name list
+# gives 'silver' labels: 'Bath' is a place and not on the list; a 'Miss Bates' is tagged on
+# 'Bates' only.
+CHARACTER_NAMES: dict[str, tuple[str, ...]] = {
+    "Emma": ("Emma", "Woodhouse", "Knightley", "Harriet", "Smith", "Weston", "Elton",
+             "Jane", "Fairfax", "Frank", "Churchill", "Bates", "Isabella", "John", "Perry",
+             "Martin", "Robert", "Taylor", "Cole", "Goddard", "Campbell", "Dixon"),
+    "Mansfield Park": ("Fanny", "Price", "Edmund", "Thomas", "Bertram", "Crawford", "Henry",
+                       "Mary", "Norris", "Rushworth", "Grant", "William", "Julia", "Maria",
+                       "Tom", "Susan", "Yates", "Betsey"),
+    "Northanger Abbey": ("Catherine", "Morland", "Tilney", "Henry", "Eleanor", "Thorpe",
+                         "Isabella", "John", "James", "Allen", "Frederick", "Anne"),
+    "Persuasion": ("Anne", "Elliot", "Wentworth", "Frederick", "Walter", "Russell", "Mary",
+                   "Musgrove", "Musgroves", "Charles", "Louisa", "Henrietta", "Elizabeth",
+                   "Benwick", "Harville", "Smith", "Clay", "Croft", "Hayter", "Shepherd"),
+    "Pride & Prejudice": ("Elizabeth", "Lizzy", "Eliza", "Bennet", "Bennets", "Darcy", "Jane",
+                          "Bingley", "Bingleys", "Wickham", "Collins", "Lydia", "Catherine",
+                          "Kitty", "Mary", "Charlotte", "Lucas", "Gardiner", "Fitzwilliam",
+                          "Georgiana", "Hurst", "Phillips", "Forster", "Bourgh", "William"),
+    "Sense & Sensibility": ("Elinor", "Marianne", "Margaret", "Dashwood", "Dashwoods",
+                            "Edward", "Ferrars", "Willoughby", "Brandon", "Jennings", "Lucy",
+                            "Steele", "John", "Fanny", "Middleton", "Palmer", "Charlotte",
+                            "Robert", "Anne", "Nancy"),
+}
+
+_WORD = re.compile(r"[A-Za-z]+|[^\sA-Za-z]")
+
+
+def words(text: str) -> list[str]:
+    """Words (letters only, so "Emma's" -> Emma ' s) and single punctuation marks."""
+    return _WORD.findall(text)
+
+
+def name_tagging(paragraphs, books: Sequence[str], max_words: int = 40, min_names: int = 1,
+                 seed: int = 0) -> list[tuple[list[str], list[int]]]:
+    """Sentences of ``books`` as (words, tags), tag 1 where the word is a character name of
+    that book (case-sensitive, see ``CHARACTER_NAMES``), 0 elsewhere; only sentences of at
+    most ``max_words`` words with at least ``min_names`` names, shuffled. Taught in: 05_bert."""
+    unknown = sorted(set(books) - set(CHARACTER_NAMES))
+    if unknown:
+        raise ValueError(f"no name list for {unknown}; books with one: {sorted(CHARACTER_NAMES)}")
+    examples = []
+    for p in paragraphs:
+        if p.book not in books:
+            continue
+        names = set(CHARACTER_NAMES[p.book])
+        for sentence in split_sentences(p.text):
+            ws = words(sentence)
+            tags = [int(w in names) for w in ws]
+            if 3 <= len(ws) <= max_words and sum(tags) >= min_names:
+                examples.append((ws, tags))
+    random.Random(seed).shuffle(examples)
+    return examples
+
+
+def split_paragraphs(paragraphs, test_every: int = 5):
+    """(train, test): every ``test_every``-th paragraph of each novel is held out for
+    testing, the rest may be used for pre-training and fine-tuning. Taught in: 05_bert."""
+    if not isinstance(test_every, int) or test_every < 2:
+        raise ValueError(f"test_every must be an int >= 2, got {test_every!r}")
+    train, test = [], []
+    for p in paragraphs:
+        (test if p.paragraph % test_every == 0 else train).append(p)
+    return train, test
+
+
+def book_passages(paragraphs, per_book: int, min_words: int = 25, seed: int = 0
+                  ) -> list[tuple[str, int]]:
+    """``per_book`` paragraphs of at least ``min_words`` words from each novel, as
+    (text, index of the book in sorted order), shuffled. Taught in: 05_bert."""
+    books = sorted({p.book for p in paragraphs})
+    rng = random.Random(seed)
+    chosen = []
+    for label, book in enumerate(books):
+        pool = [p for p in paragraphs if p.book == book and p.chapter > 0
+                and len(p.text.split()) >= min_words]
+        if len(pool) < per_book:
+            raise ValueError(f"{book} has only {len(pool)} paragraphs of >= {min_words} words, "
+                             f"asked for {per_book}")
+        chosen += [(p.text, label) for p in rng.sample(pool, per_book)]
+    rng.shuffle(chosen)
+    return chosen
