@@ -79,7 +79,13 @@ class LearnedPositionalEmbedding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 512):
         super().__init__()
         self.embedding = nn.Embedding(max_len, d_model)
-        nn.init.normal_(self.embedding.weight, std=d_model ** -0.5)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw every vector from N(0, 1/2) per coordinate: the scale of the sinusoids (each
+        sin/cos coordinate has mean square 1/2, a vector's norm is about sqrt(d_model / 2)),
+        so that learned and sinusoidal positions weigh the same against the word embeddings."""
+        nn.init.normal_(self.embedding.weight, std=0.5 ** 0.5)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         n, max_len = x.shape[1], self.embedding.num_embeddings

@@ -68,3 +68,16 @@ def test_bad_inputs():
         make_positional("rotary", 8)
     with pytest.raises(ValueError, match=r"input must be \(batch, n, 8\)"):
         SinusoidalPositionalEncoding(8)(torch.zeros(2, 3, 4))
+
+
+def test_learned_positions_start_at_the_scale_of_the_sinusoids_also_inside_a_transformer():
+    from course_utils.transformer import Transformer, TransformerConfig
+    d = 64
+    sinusoid_norm = sinusoidal_encoding(200, d).norm(dim=-1).mean().item()
+    assert sinusoid_norm == pytest.approx((d / 2) ** 0.5, rel=1e-3)     # sin^2 + cos^2 = 1 per pair
+    torch.manual_seed(0)
+    alone = LearnedPositionalEmbedding(d, 200).embedding.weight.norm(dim=-1).mean().item()
+    inside = Transformer(TransformerConfig(20, 20, d_model=d, num_heads=4, positional="learned",
+                                           max_len=200)).tgt_position.embedding.weight
+    for norm in (alone, inside.norm(dim=-1).mean().item()):
+        assert norm == pytest.approx(sinusoid_norm, rel=0.1)           # not Xavier's ~0.1 x
