@@ -333,6 +333,14 @@ _DE_PARTS = sorted(
     "dreizehnte vierzehnte fünfzehnte sechzehnte siebzehnte achtzehnte neunzehnte "
     "zwanzigste dreißigste".split(), key=len, reverse=True)
 
+#: German unit and tens words of the synthetic task with their English counterparts: where
+#: attention should look when the German word is written (02 and 04 measure it).
+NUMBER_COUNTERPARTS: dict[str, str] = dict(zip(
+    "ein zwei drei vier fünf sechs sieben acht neun "
+    "zwanzig dreißig vierzig fünfzig sechzig siebzig achtzig neunzig".split(),
+    "one two three four five six seven eight nine "
+    "twenty thirty forty fifty sixty seventy eighty ninety".split()))
+
 SYNTHETIC_KINDS = ("number", "count", "date", "event")
 _KIND_WEIGHTS = (0.2, 0.2, 0.2, 0.4)
 

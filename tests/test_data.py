@@ -285,3 +285,11 @@ def test_english_text_contents():
     words = sum(len(p.text.split()) for p in paragraphs)
     assert 600_000 < words < 800_000  # six novels
     assert all(p.text.strip() for p in paragraphs)
+
+
+def test_number_counterparts_occur_together_in_the_synthetic_pairs(small_synthetic):
+    from course_utils.data import NUMBER_COUNTERPARTS
+    assert len(NUMBER_COUNTERPARTS) == 17 and len(set(NUMBER_COUNTERPARTS.values())) == 17
+    pairs = [(set(s.split()), set(t.split())) for s, t in small_synthetic.train]
+    for german, english in NUMBER_COUNTERPARTS.items():
+        assert any(german in t and english in s for s, t in pairs), (german, english)
