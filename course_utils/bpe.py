@@ -283,7 +283,8 @@ def train_bpe(word_freqs: Mapping[str, int], num_merges: int, min_frequency: int
         for pair in zip(symbols, symbols[1:]):
             pair_counts[pair] += count
             where[pair].add(i)
-    # max-heap via negated counts; an entry's count may be stale (too high) but never too low
+    # max-heap via negated counts; entries go stale as counts change, but every pair always
+    # has an entry at or above its current count, so the first up-to-date entry popped is the best
     heap = [(-c, ids[a], ids[b], a, b) for (a, b), c in pair_counts.items()]
     heapq.heapify(heap)
 

@@ -204,9 +204,9 @@ def bpe_replay_html(tokenizer, text: str, step: int) -> str:
     if pair is None:
         what = "start: one symbol per character" + (" byte" if tokenizer.byte_level else "")
     else:
-        rank = tokenizer.ranks[pair]
+        number = tokenizer.ranks[pair] + 1  # merges counted from 1, as in 06
         shown = " + ".join(html.escape(repr(s)) for s in tokenizer.show(list(pair)))
-        what = f"merge #{rank}: {shown}"
+        what = f"merge #{number}: {shown}"
     return (f'<div style="font-family: monospace; font-size: 15px; line-height: 2">'
             f'<div><b>step {step} of {len(steps) - 1}</b> | {what} | '
             f'<b>{len(tokens)} tokens</b></div><div>{boxes}</div></div>')
