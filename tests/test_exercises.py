@@ -16,6 +16,7 @@ short starter in a fenced ```python block. Two checks:
 
 import ast
 import dataclasses
+import functools
 import importlib
 import inspect
 import json
@@ -24,6 +25,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from answer_checks import _imports_of  # scripts/ is on the path (conftest)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -61,21 +63,18 @@ def notebook_code(path) -> str:
     return "\n".join(lines)
 
 
+@functools.lru_cache(maxsize=None)
+def notebook_tree(path) -> ast.Module:
+    """The notebook's code cells, parsed once per test session."""
+    return ast.parse(notebook_code(path))
+
+
 def notebook_bindings(path) -> tuple[dict[str, str], set[str]]:
     """(import alias -> dotted module or object path, every other name the notebook binds)."""
-    imports, bound = {}, set()
-    for node in ast.walk(ast.parse(notebook_code(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                imports[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            for alias in node.names:
-                imports[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            bound.add(node.id)
-    return imports, bound
+    tree = notebook_tree(path)
+    bound = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    bound |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    return _imports_of(tree), bound  # the grader's reading of import statements
 
 
 def _import_path(dotted: str):
@@ -114,7 +113,7 @@ class SpanChecker:
         self.imports, self.bound = notebook_bindings(path)
         self.modules = course_modules(self.imports)
         self.notebook_functions = {}
-        for node in ast.walk(ast.parse(notebook_code(path))):
+        for node in ast.walk(notebook_tree(path)):
             if isinstance(node, ast.FunctionDef):
                 self.notebook_functions[node.name] = {a.arg for a in node.args.args + node.args.kwonlyargs}
 
@@ -234,7 +233,7 @@ def test_the_span_check_catches_what_the_issue_found():
 
 def _notebook_function(path, name: str, namespace: dict) -> None:
     """Define the notebook's own function ``name`` (its source, as written) in ``namespace``."""
-    for node in ast.parse(notebook_code(path)).body:
+    for node in notebook_tree(path).body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             exec(compile(ast.Module([node], []), f"{path.name}:{name}", "exec"), namespace)
             return
