@@ -23,7 +23,7 @@ export PYTHONHASHSEED ?= 0
 export HF_HUB_OFFLINE = 1
 export TRANSFORMERS_OFFLINE = 1
 
-.PHONY: install lab test unit nbval notebooks data clean distclean slides browser-test
+.PHONY: install lab test unit nbval notebooks data clean distclean slides browser-test device-check
 
 install: $(STAMP)
 
@@ -85,6 +85,14 @@ browser-test: $(STAMP)
 	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 COURSE_CHROMIUM=$(CHROMIUM) $(PY) -m pytest -rs \
 	    -n $(PYTEST_WORKERS) --dist loadfile tests/test_browser_lab_*.py tests/test_slides.py
 	@echo "screenshots: build/browser/*.png (one per notebook), build/slides-check/*.png (decks)"
+
+# The device check: every notebook, every assignment's source notebook and every script that
+# trains, on this CPU as if a CUDA GPU were there (COURSE_DEVICE=check, 2 steps per training
+# run); stops at the first device mistake with the cell or line, the shapes and the fix.
+# NOTEBOOKS=... narrows it. `make test` runs it on the notebooks inside the browser run (or
+# the smoke test) and on the scripts and assignments in tests/test_devicecheck.py.
+device-check: $(STAMP)
+	$(NATIVE_ENV) COURSE_NUM_THREADS=1 $(PY) scripts/device_check.py $(NOTEBOOKS)
 
 # reveal.js slide decks of every notebook in build/slides/, opening with no internet
 # (libraries from slides/vendor/; refetch them with scripts/fetch_slide_vendor.py).

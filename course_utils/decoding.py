@@ -39,7 +39,8 @@ class Decoded:
 @torch.no_grad()
 def _sample_or_greedy(model, src, src_lengths, max_len, temperature, generator):
     check_src_batch(src, src_lengths)
-    check_device(model, src, src_lengths, what="decoding")
+    check_device(model, src, what="decoding")
+    src_lengths = src_lengths.to(src.device)  # lengths may come from the CPU (packing wants them there)
     max_len = cap_decode_len(max_len)  # only in a smoke test
     was_training = model.training
     model.eval()
@@ -108,7 +109,8 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
     ``return_all``, every finished hypothesis per sentence as (tokens, score) lists).
     """
     check_src_batch(src, src_lengths)
-    check_device(model, src, src_lengths, what="decoding")
+    check_device(model, src, what="decoding")
+    src_lengths = src_lengths.to(src.device)  # lengths may come from the CPU (packing wants them there)
     if not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
     max_len = cap_decode_len(max_len)  # only in a smoke test
@@ -196,7 +198,8 @@ def sequence_log_prob(model, src, src_lengths, tokens: list[list[int]]) -> list[
     """The model's own score of given outputs: summed log-probabilities of each token list
     (ending in <eos>), fed word by word. Taught in: 01_seq2seq_bottleneck."""
     check_src_batch(src, src_lengths)
-    check_device(model, src, src_lengths, what="decoding")
+    check_device(model, src, what="decoding")
+    src_lengths = src_lengths.to(src.device)  # lengths may come from the CPU (packing wants them there)
     if len(tokens) != src.shape[0]:
         raise ValueError(f"need one token list per source sentence: {len(tokens)} vs {src.shape[0]}")
     was_training = model.training

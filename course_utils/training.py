@@ -82,6 +82,10 @@ class History:
         return self
 
 
+#: how often ``train`` reads the loss back from the device (and checks that it is finite)
+LOG_EVERY = 25
+
+
 def _progress(total: int | None, desc: str, enabled: bool):
     from tqdm.auto import tqdm
     return tqdm(total=total, desc=desc, disable=not enabled, leave=True,
@@ -152,8 +156,28 @@ def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
         history.valid.append(row)
         bar.set_postfix({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()})
 
+    # The loss and the gradient norm stay on the device until every LOG_EVERY steps (and
+    # before validation and at the end): reading a number from a GPU waits for all its queued
+    # work, so reading two per step would make every step wait for the host (a sync).
+    pending: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def flush():
+        if not pending:
+            return
+        first = len(history.losses)
+        values = torch.stack([torch.stack((loss, norm)) for loss, norm in pending]).tolist()  # one sync
+        pending.clear()
+        for i, (loss_value, norm_value) in enumerate(values):
+            if not math.isfinite(loss_value):
+                raise FloatingPointError(f"loss became {loss_value} at step {first + i}; "
+                                         "lower the learning rate or check the masks")
+            history.losses.append(loss_value)
+            history.grad_norms.append(norm_value)
+        bar.set_postfix(loss=f"{history.smoothed(LOG_EVERY)[-1]:.3f}")
+
     step, epoch = 0, 0
     model.train()
+    no_norm = None
     try:
         while True:
             if num_epochs is not None and epoch >= num_epochs:
@@ -165,6 +189,7 @@ def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
                     break
                 if time_budget is not None and time.perf_counter() - start >= time_budget:
                     break
+                history.tokens += int(getattr(batch, "num_tokens", 0))  # counted where the batch was made
                 batch = to_device(batch, device)
                 if teacher_forcing is None:
                     ratio, loss = float("nan"), loss_fn(model, batch)
@@ -175,27 +200,27 @@ def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
                 if not torch.is_tensor(loss) or loss.dim() != 0:
                     raise TypeError(f"loss_fn must return a scalar tensor, got "
                                     f"{type(loss).__name__} {getattr(loss, 'shape', '')}")
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(f"loss became {loss.item()} at step {step}; "
-                                             "lower the learning rate or check the masks")
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                grad_norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-                             if clip_norm is not None else torch.tensor(float("nan")))
+                if clip_norm is not None:
+                    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+                else:
+                    if no_norm is None:
+                        no_norm = torch.tensor(float("nan"), device=loss.device)
+                    grad_norm = no_norm
                 optimizer.step()
                 if scheduler is not None:
                     scheduler.step()
                 step += 1
+                pending.append((loss.detach().float(), grad_norm.detach().float().to(loss.device)))
                 history.steps.append(step)
-                history.losses.append(loss.item())
                 history.lrs.append(optimizer.param_groups[0]["lr"])
-                history.grad_norms.append(float(grad_norm))
                 history.teacher_forcing.append(ratio)
-                history.tokens += int(getattr(batch, "num_tokens", 0))
                 bar.update(1)
-                if step % 20 == 0:
-                    bar.set_postfix(loss=f"{history.smoothed(20)[-1]:.3f}")
+                if step == 1 or step % LOG_EVERY == 0:  # the first step too: a bad loss shows at once
+                    flush()
                 if valid_every and step % valid_every == 0:
+                    flush()
                     validate(step)
             else:
                 if seen == 0:
@@ -204,6 +229,7 @@ def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
                 continue
             history.stopped_by = "steps" if max_steps is not None and step >= max_steps else "time budget"
             break
+        flush()
     finally:
         bar.close()
     if valid_fn is not None and (not history.valid or history.valid[-1]["step"] != step):

@@ -46,8 +46,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import course_utils  # noqa: E402  (sets OMP_WAIT_POLICY before torch loads)
 import torch  # noqa: E402
 
-PARTS = ("stored", "notebooks", "models", "micro", "bpe", "speedups")
-DEFAULT_PARTS = ("stored", "models", "micro", "bpe", "speedups")
+PARTS = ("stored", "notebooks", "models", "loop", "micro", "bpe", "speedups")
+DEFAULT_PARTS = ("stored", "models", "loop", "micro", "bpe", "speedups")
 MODELS = ("01_seq2seq", "02_attention", "03_convs2s", "04_transformer")
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 
@@ -189,6 +189,74 @@ def bench_models(steps: int = 8, repeats: int = 3) -> dict:
     return {"rows": rows, "steps_per_repeat": steps, "repeats": repeats, "batch_size": 64,
             "padding_bucketed": round(padding(bucketed), 3),
             "padding_random": round(padding(random_batches), 3)}
+
+
+# --------------------------------------------------------------------------------------
+# The training loop against a tight loop (full-profile shapes)
+# --------------------------------------------------------------------------------------
+
+def loop_cases(quick: bool = False):
+    """name -> (build model, loss fn, batches): the full profile's models and batch shapes."""
+    from course_utils import convs2s as C, data, gpt as G, transformer as T
+    from course_utils.seq2seq import seq2seq_loss
+    splits = data.load_synthetic()
+    train_data = data.TranslationData.build(splits.train)
+    V_src, V_tgt = len(train_data.src_vocab), len(train_data.tgt_vocab)
+    t_recipe, c_recipe = T.training_recipe("full"), C.FULL
+    g_recipe = G.FULL
+    t_batches = train_data.batches(t_recipe.batch_size, shuffle=True, seed=0)
+    c_batches = train_data.batches(c_recipe.batch_size, shuffle=True, seed=0)
+    tokens = torch.randint(0, 2000, (200_000,), generator=torch.Generator().manual_seed(0))
+    g_batches = [G.random_windows(tokens, g_recipe.max_len, g_recipe.batch_size,
+                                  torch.Generator().manual_seed(i)) for i in range(64)]
+    cases = {
+        "04 Transformer (full)": (lambda: T.Transformer(t_recipe.model_config(V_src, V_tgt)),
+                                  lambda m, b: T.transformer_loss(m, b), t_batches),
+        "03 ConvS2S (full)": (lambda: C.ConvS2S(c_recipe.model_config(V_src, V_tgt)), seq2seq_loss, c_batches),
+        "07 GPT (full)": (lambda: G.GPT(g_recipe.model_config(2000)), G.lm_loss, g_batches),
+    }
+    return dict(list(cases.items())[:1]) if quick else cases
+
+
+def bench_loop(steps: int = 6, repeats: int = 3, quick: bool = False) -> list[dict]:
+    """Seconds per step of ``training.train`` against a tight loop (zero_grad, forward, loss,
+    backward, clip, step; nothing else) on the same model size and the same batches,
+    interleaved; the median of ``repeats`` runs of ``steps`` steps each (after a warm-up)."""
+    from course_utils.training import train
+    rows = []
+    for name, (build, loss_fn, batches) in loop_cases(quick).items():
+        torch.manual_seed(0)
+        model = build()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+        def tight(chunk):
+            model.train()
+            for batch in chunk:
+                opt.zero_grad(set_to_none=True)
+                loss = loss_fn(model, batch)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+            return float(loss)
+
+        def ours(chunk):
+            train(model, chunk, loss_fn, opt, max_steps=len(chunk), progress=False)
+
+        timings = {"tight": [], "train": []}
+        for r in range(repeats + 1):
+            chunk = batches[(r * steps) % len(batches):][:steps]
+            for label, fn in (("tight", tight), ("train", ours)) if r % 2 else (("train", ours), ("tight", tight)):
+                started = time.perf_counter()
+                fn(chunk)
+                if r:  # the first round warms up
+                    timings[label].append((time.perf_counter() - started) / len(chunk))
+        tight_s, train_s = statistics.median(timings["tight"]), statistics.median(timings["train"])
+        params = sum(p.numel() for p in model.parameters())
+        rows.append({"model": name, "parameters": params, "tight_ms": round(1000 * tight_s, 1),
+                     "train_ms": round(1000 * train_s, 1), "ratio": round(train_s / tight_s, 3)})
+        print(f"  {name}: tight {1000 * tight_s:.1f} ms/step, train() {1000 * train_s:.1f} ms/step "
+              f"({train_s / tight_s:.2f}x)", flush=True)
+    return rows
 
 
 # --------------------------------------------------------------------------------------
@@ -440,6 +508,24 @@ def render(report: dict) -> str:
             out.append(f"| {r['model']} | {r['tokens_per_s']:,} | {r['tokens_per_s_random_batches']:,} | "
                        f"x{r['bucketing_speedup']} |")
         out.append("")
+    lp = report.get("loop")
+    if lp:
+        out += ["## The training loop against a tight loop (full-profile shapes, CPU)", "",
+                "`course_utils.training.train` against the tightest loop of the same steps (zero_grad, "
+                "forward, loss, backward, clipping, Adam step; nothing recorded) on the same model and "
+                "batches of the full profile, interleaved, median seconds per step of 3 runs of 6 steps "
+                "(after a warm-up). `train` keeps the loss and the gradient norm on the device and reads "
+                "them back every 25 steps (one wait for the GPU instead of two per step). "
+                "Goal: at most 1.2x.", "",
+                "| model | parameters | tight loop (ms/step) | train() (ms/step) | ratio |",
+                "|---|---:|---:|---:|---:|"]
+        for r in lp:
+            out.append(f"| {r['model']} | {r['parameters']:,} | {r['tight_ms']:.1f} | {r['train_ms']:.1f} | "
+                       f"{r['ratio']:.2f} |")
+        out.append("")
+    gpu = report.get("gpu")
+    if gpu:
+        out += [f"## On a GPU: {gpu['device']}", "", gpu["text"], ""]
     at = report.get("attention")
     if at:
         out += ["## Attention: course_utils against torch", "",
@@ -513,6 +599,9 @@ def main(argv=None) -> int:
     if "models" in parts:
         print("models", flush=True)
         report["models"] = bench_models(steps=2 if args.quick else 8, repeats=1 if args.quick else 3)
+    if "loop" in parts:
+        print("training loop (full-profile shapes)", flush=True)
+        report["loop"] = bench_loop(steps=2 if args.quick else 6, repeats=1 if args.quick else 3, quick=args.quick)
     if "micro" in parts:
         print("attention", flush=True)
         report["attention"] = bench_attention(ATTENTION_SIZES[:1] if args.quick else ATTENTION_SIZES,

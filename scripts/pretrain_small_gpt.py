@@ -45,7 +45,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--out-dir", type=Path, default=DATA_DIR)
     args = parser.parse_args()
-    setup(seed=0, verbose=False)
+    device = torch.device(setup(seed=0, verbose=False).device)
     recipe = gpt.training_recipe("fast")
     train_paragraphs, test_paragraphs = split_paragraphs(load_english_text())
     tokenizer = BPETokenizer.train((p.text for p in train_paragraphs), recipe.num_merges, byte_level=True)
@@ -54,7 +54,7 @@ def main() -> None:
     config = gpt.GPTConfig(len(tokenizer), **SHIPPED)
     heldout = gpt.heldout_windows(test_tokens, config.max_len, 1000)
     torch.manual_seed(0)
-    model = gpt.GPT(config)
+    model = gpt.GPT(config).to(device)
     long_recipe = replace(recipe, batch_size=args.batch_size, lr=args.lr, warmup=args.steps // 25,
                           dropout=config.dropout)
     started = time.perf_counter()

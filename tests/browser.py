@@ -524,6 +524,11 @@ BROWSER_STEPS = int(os.environ.get("COURSE_BROWSER_STEPS", "2"))
 SMOKE_EVAL = 128  # test examples per split in a step-capped run (COURSE_SMOKE_EVAL)
 
 
+def _has_cuda() -> bool:
+    import torch
+    return torch.cuda.is_available()
+
+
 def runs_full_profile_smoke() -> bool:
     """Whether the browser test, as configured, also does the job of
     test_full_profile_smoke.py (which then skips)."""
@@ -580,6 +585,8 @@ def lab_session(names, tmp_path_factory):
         (startup / "00-soft-asserts.py").write_text(SOFT_ASSERTS)
         env.update(COURSE_SMOKE_STEPS=str(BROWSER_STEPS), COURSE_SMOKE_EVAL=str(SMOKE_EVAL),
                    IPYTHONDIR=str(state / "ipython"))
+        if not _has_cuda():  # the device check (make device-check) rides on this run
+            env["COURSE_DEVICE"] = "check"
     lab = JupyterLab(root, state, env).start()
     try:
         with offline_chromium(state / "chromium") as (context, blocked):

@@ -145,7 +145,9 @@ def test_a_model_and_its_input_on_different_devices_fail_clearly(trained):
     with pytest.raises(RuntimeError, match=r"the model is on cpu but its input \(50, \d+\) is on meta"):
         greedy_decode(model, b.src.to("meta"), b.src_lengths)
     with pytest.raises(RuntimeError, match="move the input"):
-        beam_search(model, b.src, b.src_lengths.to("meta"), beam_size=2)
+        beam_search(model, b.src.to("meta"), b.src_lengths, beam_size=2)
+    # the lengths may stay on the CPU (pack_padded_sequence wants them there): the decoders
+    # move them to the source's device themselves (the first GPU run failed on this in 01)
 
 
 def test_decoding_refuses_a_model_left_on_the_cpu_beside_a_gpu(trained, monkeypatch):

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -76,7 +77,9 @@ def test_full_profile_runs_a_few_steps_on_cpu(path, results_dir, monkeypatch):
 
     for name, value in {"COURSE_PROFILE": "full", "COURSE_SMOKE_STEPS": str(SMOKE_STEPS),
                         "COURSE_SMOKE_EVAL": str(SMOKE_EVAL), "COURSE_NUM_THREADS": "1",
-                        "COURSE_RESULTS_DIR": str(results_dir), "MPLBACKEND": "agg"}.items():
+                        "COURSE_RESULTS_DIR": str(results_dir), "MPLBACKEND": "agg",
+                        # the device check rides on this run where no GPU is (make device-check)
+                        **({} if torch.cuda.is_available() else {"COURSE_DEVICE": "check"})}.items():
         monkeypatch.setenv(name, value)  # the kernel inherits this environment
     nb = nbformat.read(path, as_version=4)
     code_cells = sum(c.cell_type == "code" for c in nb.cells)

@@ -1,0 +1,189 @@
+"""The device check (course_utils/devicecheck.py, `make device-check`): each kind of device
+mistake, put into a small script and a small notebook, is stopped with the right message
+(where, the shapes, both devices, the fix); correct code passes and computes what it
+computes without the check.
+
+The check is process-wide once on, so everything runs in subprocesses: one Python process
+runs every small script in turn (runpy), one kernel runs every notebook cell (nbclient,
+errors allowed, each cell's error read back)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PRELUDE = """
+import torch, numpy as np
+from course_utils import runtime
+device = runtime.get_device()
+model = torch.nn.Linear(4, 3).to(device)
+x = torch.randn(5, 4).to(device)
+"""
+
+#: kind -> (code with the mistake, words the message must hold)
+MISTAKES = {
+    "tensor made without device=": (
+        "y = x + torch.arange(4)", ["add()", "(5, 4) float32 on cuda:0", "(4,) int64 on cpu", "arange(n, device="]),
+    "torch.tensor without device=": (
+        "w = torch.tensor([[1.0, 2.0, 3.0, 4.0]]); y = x * w", ["mul()", "(1, 4) float32 on cpu", "device=device"]),
+    "mask never moved": (
+        "mask = torch.zeros(5, 4, dtype=torch.bool); y = x.masked_fill(mask, 0.0)",
+        ["masked_fill()", "(5, 4) bool on cpu", "mask.to(device)"]),
+    "batch moved without keeping the result": (
+        "batch = torch.randn(2, 4); batch.to(device); y = model(batch)",
+        ["linear()", "(2, 4) float32 on cpu", "x = x.to(device)"]),
+    "model never moved, trained": (
+        "m = torch.nn.Linear(4, 2); opt = torch.optim.Adam(m.parameters())\n"
+        "m(torch.randn(3, 4)).sum().backward(); opt.step()",
+        ["Adam.step() updates a parameter (2, 4) float32 on cpu", "model.to(device)"]),
+    "model never moved, decoded with a batch on the device": (
+        "m = torch.nn.Linear(4, 2).eval()\nwith torch.no_grad():\n    y = m(x)",
+        ["Linear is called on a batch on cuda:0 with a parameter (2, 4) float32 on cpu"]),
+    ".numpy() of a device tensor": ("a = x.numpy()", ["numpy() of a tensor (5, 4) float32 on cuda:0", ".cpu().numpy()"]),
+    "np.asarray of a device tensor": ("a = np.asarray(x)", ["__array__()", ".cpu().numpy()"]),
+    "plot of a device tensor": (
+        "import matplotlib; matplotlib.use('agg'); import matplotlib.pyplot as plt; plt.plot(x[:, 0])",
+        ["__array__() of a tensor (5,) float32 on cuda:0"]),
+    "generator of the CPU drawing on the device": (
+        "g = torch.Generator().manual_seed(0); idx = torch.randperm(5, generator=g, device=device)",
+        ["randperm(..., device=cuda:0) draws from a torch.Generator on cpu"]),
+    "generator of the device drawing on the CPU": (
+        "g = torch.Generator(device=device); r = torch.rand(3, generator=g)",
+        ["rand() on the CPU draws from a torch.Generator on cuda:0"]),
+    "checkpoint loaded to the CPU, used with the device": (
+        "import tempfile, os\npath = os.path.join(tempfile.mkdtemp(), 'w.pt')\n"
+        "torch.save({'w': torch.randn(4, 3)}, path)\n"
+        "w = torch.load(path, map_location='cpu')['w']\ny = x @ w",
+        ["matmul()", "(4, 3) float32 on cpu"]),
+}
+
+CORRECT = """
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).to(device)
+opt = torch.optim.AdamW(net.parameters(), lr=1e-2)
+data = torch.randn(32, 4, generator=torch.Generator().manual_seed(1)).to(device)
+target = (data[:, 0] > 0).long()
+mask = torch.ones(32, dtype=torch.bool, device=device)
+for _ in range(20):
+    loss = torch.nn.functional.cross_entropy(net(data)[mask], target[mask])
+    opt.zero_grad(); loss.backward(); torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0); opt.step()
+gru = torch.nn.GRU(4, 5, batch_first=True).to(device)
+packed = torch.nn.utils.rnn.pack_padded_sequence(data.view(4, 8, 4), torch.tensor([8, 6, 4, 2]), batch_first=True)
+out, lengths = torch.nn.utils.rnn.pad_packed_sequence(gru(packed)[0], batch_first=True)
+path = __import__('tempfile').mkdtemp() + '/m.pt'
+torch.save(net.state_dict(), path)
+net.load_state_dict(torch.load(path, map_location=device))
+probe = net.cpu()(torch.zeros(1, 4))            # a model put on the CPU on purpose
+picked = data[torch.tensor([0, 1])] * torch.tensor(2.0)  # CPU indices and a CPU scalar: allowed
+result = {'loss': round(loss.item(), 6), 'device': str(data.device), 'out': str(out.device),
+          'lengths': str(lengths.device), 'numpy': float(data.cpu().numpy().sum())}
+"""
+
+
+def _env(check: bool = True) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COURSE_NUM_THREADS": "1", "MPLBACKEND": "agg"}
+    env["COURSE_DEVICE"] = "check" if check else "cpu"
+    env.pop("COURSE_PROFILE", None)  # conftest sets fast; the profile follows the device here
+    return env
+
+
+DRIVER = """
+import json, runpy, sys, traceback
+from course_utils.devicecheck import DeviceMistake
+results = {}
+for path in sys.argv[1:]:
+    try:
+        runpy.run_path(path, run_name="__main__")
+        results[path] = None
+    except DeviceMistake as error:
+        results[path] = str(error)
+print("RESULTS" + json.dumps(results))
+"""
+
+
+def _run_scripts(tmp_path, scripts: dict, check: bool = True) -> dict:
+    paths = []
+    for name, code in scripts.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(code)
+        paths.append(str(path))
+    proc = subprocess.run([sys.executable, "-c", DRIVER, *paths], env=_env(check), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULTS"))
+    return {Path(k).stem: v for k, v in json.loads(line[len("RESULTS"):]).items()}
+
+
+def _slug(kind: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in kind)
+
+
+def test_every_mistake_in_a_script_is_stopped_with_its_line_and_fix(tmp_path):
+    scripts = {_slug(kind): PRELUDE + code + "\n" for kind, (code, _) in MISTAKES.items()}
+    results = _run_scripts(tmp_path, scripts)
+    prelude_lines = PRELUDE.count("\n")
+    for kind, (code, words) in MISTAKES.items():
+        message = results[_slug(kind)]
+        assert message is not None, f"{kind}: not stopped"
+        assert f"{_slug(kind)}.py:" in message, f"{kind}: the message names no line: {message}"
+        line = int(message.split(f"{_slug(kind)}.py:")[1].split()[0].rstrip(":)"))
+        assert prelude_lines < line <= prelude_lines + code.count("\n") + 1, (kind, line, message)
+        for word in words:
+            assert word in message, f"{kind}: {word!r} missing from {message!r}"
+
+
+def test_correct_code_passes_and_computes_the_same_as_without_the_check(tmp_path):
+    code = PRELUDE + CORRECT + "\nprint('RESULT' + __import__('json').dumps(result))\n"
+    path = tmp_path / "correct.py"
+    path.write_text(code)
+    outputs = {}
+    for check in (True, False):
+        proc = subprocess.run([sys.executable, str(path)], env=_env(check), capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        outputs[check] = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT"))[6:])
+    assert outputs[True]["device"] == outputs[True]["out"] == "cuda:0"
+    assert outputs[True]["lengths"] == "cpu"           # pad_packed_sequence's lengths stay on the CPU
+    assert outputs[False]["device"] == "cpu"
+    assert outputs[True]["loss"] == outputs[False]["loss"]   # the arithmetic is the CPU's, unchanged
+    assert outputs[True]["numpy"] == outputs[False]["numpy"]
+
+
+def test_every_mistake_in_a_notebook_names_its_cell(tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell(PRELUDE + CORRECT))
+    kinds = list(MISTAKES)
+    for kind in kinds:
+        nb.cells.append(nbformat.v4.new_code_cell(f"# {kind}\n" + MISTAKES[kind][0]))
+    old = dict(os.environ)
+    os.environ.update(_env())
+    try:
+        NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    first = nb.cells[0].outputs
+    assert not [o for o in first if o.output_type == "error"], first
+    for i, kind in enumerate(kinds, start=1):
+        errors = [o for o in nb.cells[i].outputs if o.output_type == "error"]
+        assert errors and errors[0].ename == "DeviceMistake", f"{kind}: {nb.cells[i].outputs}"
+        message = errors[0].evalue
+        assert f"Cell In[{i + 1}], line " in message, f"{kind}: the message names no cell: {message}"
+        for word in MISTAKES[kind][1]:
+            assert word in message, f"{kind}: {word!r} missing from {message!r}"
+
+
+def test_course_device_check_is_what_get_device_answers(tmp_path):
+    code = ("from course_utils import runtime, devicecheck\nd = runtime.get_device()\n"
+            "print(d, devicecheck.active() is not None, runtime.profile(d))\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == ["cuda:0", "True", "full"], proc.stdout + proc.stderr
