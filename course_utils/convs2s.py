@@ -242,7 +242,7 @@ class ConvS2STraining:
 
 # Chosen on the validation split (03's appendix, scripts/tune_convs2s.py).
 FAST = ConvS2STraining()
-FULL = ConvS2STraining(emb_size=128, hidden_size=128, encoder_layers=4, decoder_layers=4, steps=3000)
+FULL = ConvS2STraining(emb_size=128, hidden_size=128, encoder_layers=4, decoder_layers=4, lr=2e-3, steps=3000)
 
 
 def fit(model: ConvS2S, data, recipe: ConvS2STraining, progress: bool = True, desc: str = "ConvS2S"):

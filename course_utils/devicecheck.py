@@ -349,6 +349,8 @@ def install() -> DeviceCheck:
         return _ACTIVE
     import warnings
     warnings.filterwarnings("ignore", message="PyTorch was compiled without cuDNN")  # rnn.py asks cuDNN
+    # tensors answer is_cuda=True: on a CUDA build torch would then pick cuDNN kernels for them
+    torch.backends.cudnn.enabled = False
     check = DeviceCheck()
     check.__enter__()
     torch.nn.modules.module.register_module_forward_pre_hook(check.module_pre_hook)

@@ -460,10 +460,14 @@ def render(report: dict) -> str:
            "Timings were taken on a shared machine unless the load average above is near 0: "
            "other processes inflate absolute times (by up to 2x). Ratios are measured in the "
            "same run, interleaved, and are the numbers to compare.",
-           "", "GPU (`full` profile): no GPU was available to this run, so there are no "
-           "full-profile times or BLEU on the real corpus yet. The full profile is checked on "
-           "a CPU instead: every notebook runs in the full profile with its full-size models "
-           "and data but 2 training steps per run (`COURSE_SMOKE_STEPS`), in JupyterLab by the "
+           "", ("GPU (`full` profile): what was measured on one is in the section *On a GPU* "
+                "below (recorded from those runs, not by this script). " if report.get("gpu") else
+                "GPU (`full` profile): no GPU was available to this run, so there are no "
+                "full-profile times or BLEU on the real corpus yet. ")
+           + "The full profile is checked on "
+           "a CPU: every notebook runs in the full profile with its full-size models "
+           "and data but 2 training steps per run (`COURSE_SMOKE_STEPS`), as if a CUDA GPU were "
+           "there (`COURSE_DEVICE=check`, `make device-check`), in JupyterLab by the "
            "browser test (`tests/test_browser_lab_*.py`), or by `tests/test_full_profile_smoke.py` "
            "where Chromium is missing. On a GPU, `make full` writes the table of wall times and "
            "scores to `build/full/summary.md`.", ""]

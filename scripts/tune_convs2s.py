@@ -41,11 +41,12 @@ CANDIDATES = [
 ]
 #: the full profile's candidates: (label, changes to convs2s.FULL, seeds)
 FULL_CANDIDATES = [
-    ("**the full recipe**: 128 channels, 4+4 layers, lr 5e-3, decay, 100 warm-up, 3000 steps", dict(), (0, 1, 2)),
-    ("128 channels, 4+4 layers, lr 5e-3, decay, 100 warm-up, 4000 steps", dict(steps=4000), (0, 1, 2)),
-    ("128 channels, 4+4 layers, lr 2e-3, decay, 100 warm-up, 3000 steps", dict(lr=2e-3), (0,)),
+    ("**the full recipe**: 128 channels, 4+4 layers, lr 2e-3, decay, 100 warm-up, 3000 steps", dict(), (0, 1, 2)),
+    ("128 channels, 4+4 layers, lr 5e-3 (the earlier full recipe), decay, 100 warm-up, 3000 steps",
+     dict(lr=5e-3), (0, 1, 2)),
+    ("128 channels, 4+4 layers, lr 5e-3, decay, 100 warm-up, 4000 steps", dict(lr=5e-3, steps=4000), (0, 1, 2)),
     ("128 channels, 3+3 layers, lr 5e-3, decay, 100 warm-up, 3000 steps",
-     dict(encoder_layers=3, decoder_layers=3), (0,)),
+     dict(encoder_layers=3, decoder_layers=3, lr=5e-3), (0,)),
 ]
 HEADER = "candidate (64 channels, 3+3 layers, kernel 3, batches of 64 unless said)"
 

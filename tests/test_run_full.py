@@ -25,6 +25,19 @@ def test_make_full_writes_copies_and_a_table_and_leaves_the_notebook_alone(tmp_p
     table = (tmp_path / "summary.md").read_text()
     assert "| notebook | wall time (s) | main score | device | status |" in table and "00_welcome" in table
     assert "00_welcome.ipynb" in out.stdout and "| total |" in out.stdout
+    # before it starts it says what to expect on this kind of machine
+    assert out.stdout.index("make full on cpu: expected wall time") < out.stdout.index("00_welcome.ipynb:")
+
+
+def test_the_expected_times_name_every_notebook_and_what_is_measured():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import run_full
+    names = [ROOT / "notebooks" / n for n in ("03_convs2s.ipynb", "05_bert.ipynb", "08_vision_transformer.ipynb")]
+    cpu = run_full.expected_time(names, "cpu")
+    assert "03_convs2s: about" in cpu and "08_vision_transformer: not measured" in cpu
+    assert "05_bert: not measured on this kind of machine (pre-trains 20,000 steps" in cpu
+    assert "take hours" in cpu
+    assert "take hours" not in run_full.expected_time(names, "cuda:0")
 
 
 def test_make_full_reports_a_failing_notebook(tmp_path):
