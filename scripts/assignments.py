@@ -480,29 +480,30 @@ def questions_judged_outside(source_path: Path) -> dict[str, grader_verdicts.Que
     return _checks_cache[key]
 
 
+NEAR_REFERENCE = 1e-3  # relative distance of weights below which a checkpoint is the reference one
+
+
 def same_weights(theirs: Path, ref: Path) -> bool:
-    """Whether a handed-in checkpoint is the reference one: the same bytes, or the same
-    tensors under the same names (read with ``weights_only``: no code in it runs)."""
+    """Whether a handed-in checkpoint is the reference one: the same bytes, or weights under
+    the same names within ``NEAR_REFERENCE`` of it (relative L2 distance over all of them:
+    a re-saved copy, or a copy with noise added). Read with ``weights_only``: no code runs."""
     if theirs.stat().st_size == ref.stat().st_size and sha256(theirs.read_bytes()) == sha256(ref.read_bytes()):
         return True
     import torch
     try:
         a = torch.load(theirs, map_location="cpu", weights_only=True)
         b = torch.load(ref, map_location="cpu", weights_only=True)
-    except Exception:  # noqa: BLE001  (not a checkpoint at all: the notebook says so when it loads it)
+        ta, tb = (x.get("model") if isinstance(x, dict) else None for x in (a, b))
+        if not isinstance(ta, dict) or not isinstance(tb, dict):
+            return False
+        names = [k for k, v in tb.items() if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1]
+        if not names or not all(isinstance(ta.get(k), torch.Tensor) and ta[k].shape == tb[k].shape for k in names):
+            return False
+        diff = sum(float((ta[k].double() - tb[k].double()).pow(2).sum()) for k in names) ** 0.5
+        size = sum(float(tb[k].double().pow(2).sum()) for k in names) ** 0.5
+        return diff <= NEAR_REFERENCE * size
+    except Exception:  # noqa: BLE001  (not a checkpoint at all: its question says so)
         return False
-
-    def tensors(state, prefix=""):
-        out = {}
-        if isinstance(state, dict):
-            for k, v in state.items():
-                out.update(tensors(v, f"{prefix}{k}."))
-        elif isinstance(state, torch.Tensor):
-            out[prefix] = state
-        return out
-    ta, tb = tensors(a), tensors(b)
-    weights = [k for k in tb if tb[k].is_floating_point() and tb[k].numel() > 1]
-    return bool(weights) and all(k in ta and ta[k].shape == tb[k].shape and torch.equal(ta[k], tb[k]) for k in weights)
 
 
 def _student_checkpoint(path: Path, question) -> tuple[dict | None, str]:

@@ -313,7 +313,8 @@ def bwrap() -> str:
 
 def visible_paths(root: Path) -> list[str]:
     """What the sandbox sees, read-only: the system, the interpreter and its packages, and
-    the parts of the repository that the notebooks read (the package and the data)."""
+    the parts of the repository that the notebooks read (the package, the data and the
+    cached course task)."""
     paths = [p for p in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
              if os.path.exists(p)]
     packages = [x for x in sys.path if x and os.path.isdir(x) and Path(x).name in ("site-packages", "dist-packages")]
@@ -325,6 +326,8 @@ def visible_paths(root: Path) -> list[str]:
             paths.append(p)
     paths += [str(root / part) for part in ("course_utils", "data", ".venv")
               if (root / part).exists() and str(root / part) not in paths]
+    # the generated course task (load_synthetic's cache: seconds to build again in every sandbox)
+    paths += sorted(str(p) for p in (root / ".cache").glob("synthetic-*.json.gz"))
     return paths
 
 

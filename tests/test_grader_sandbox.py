@@ -245,6 +245,8 @@ def test_a_weight_identical_checkpoint_is_the_reference_one(tmp_path):
     assert (tmp_path / "resaved.pt").read_bytes() != ref.read_bytes() and A.same_weights(tmp_path / "resaved.pt", ref)
     T._own_checkpoint(ref, tmp_path / "own.pt")
     assert not A.same_weights(tmp_path / "own.pt", ref)
+    T._own_checkpoint(ref, tmp_path / "noisy.pt", noise=1e-6)  # a copy with a little noise is still a copy
+    assert A.same_weights(tmp_path / "noisy.pt", ref)
     (tmp_path / "junk.pt").write_text("not a checkpoint")
     assert not A.same_weights(tmp_path / "junk.pt", ref)
 
@@ -281,3 +283,20 @@ def test_forged_or_malformed_answers_score_nothing():
     # the right answers, sent back as plain data, do score
     right = [{"value": grader_verdicts.grader_sandbox.encode(x)} for x in question.expected()]
     assert grader_verdicts.judge(question, json.dumps(right)) == (True, "")
+
+
+@pytest.mark.parametrize("name", T.NAMES)
+def test_every_question_is_judged_outside_and_no_hidden_test_enters_the_sandbox(name):
+    source = T._source(name)
+    checks = A.questions_judged_outside(SOURCE / name / f"{name}.ipynb")
+    assert set(checks) == set(A.points(source)), "a test cell with no verdict outside the sandbox"
+    sent = A.to_run(A.assemble(T._solved_release(name), source).nb, checks, "/tmp/work", "/tmp/grader")
+    text = nbformat.writes(sent)
+    hidden = [line.strip() for c in source.cells
+              for region in T._regions(c.source, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+              for line in region.splitlines() if len(line.strip()) > 12]
+    visible = "\n".join(A.HIDDEN_TESTS.sub("", c.source) for c in source.cells)
+    assert "HIDDEN TESTS" not in text and hidden
+    assert [line for line in hidden if line not in visible and line in text] == []
+    probes = [c for c in sent.cells if A.PROBE in c.metadata]
+    assert sorted(c.metadata[A.PROBE] for c in probes) == sorted(checks)
