@@ -53,6 +53,7 @@ import hashlib
 import io
 import json
 import os
+import queue
 import re
 import shutil
 import sys
@@ -521,7 +522,7 @@ def _student_checkpoint(path: Path, question) -> tuple[dict | None, str]:
 
 def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
           checkpoint: str = "auto", time_limit: float | None = None, answer_check: dict | None = None,
-          sandbox: bool = True, hide: list[Path] = ()) -> Result:
+          sandbox: bool = True, hide: list[Path] = (), cpu: int | None = None) -> Result:
     """Grade one submitted notebook; ``checkpoint``: 'auto' (the student's ``*.pt`` beside the
     submission if there is one; else the reference one is loaded so that the cells run, and
     the questions on the trained model score 0), 'submitted' (an error without one) or
@@ -529,7 +530,8 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
     questions are scored, and the flag says so). ``time_limit``: seconds for the whole
     notebook (the sandbox is killed ``Limits.grace_seconds`` later). ``sandbox``: run the
     student's code in bubblewrap (False only for trusted submissions: every result is then
-    flagged). ``hide``: folders the sandbox must not see (the class's folder)."""
+    flagged). ``hide``: folders the sandbox must not see (the class's folder); ``cpu``: the
+    one CPU the submission may use (a folder's grader gives each worker its own)."""
     from nbgrader.utils import determine_grade
     if checkpoint not in ("auto", "submitted", "reference"):
         raise AssignmentError(f"checkpoint must be 'auto', 'submitted' or 'reference', got {checkpoint!r}")
@@ -593,7 +595,7 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
         runnable = to_run(assembled.nb, questions, inside, code, skip)
         executed, timed_out, problem = grader_sandbox.run_notebook(
             runnable, work, ROOT, time_limit, timeout, sandbox=sandbox, env=GRADING_ENV,
-            hide=[Path(tmp), Path(source_dir), *hide])
+            hide=[Path(tmp), Path(source_dir), *hide], cpu=cpu)
         answers = {}
         for gid in questions:
             path = work / "out" / f"{gid}.json"
@@ -714,7 +716,7 @@ def _prepare(entry: Path, workdir: Path) -> Path:
 
 
 def _grade_one(student: str, entry: Path, feedback_dir: Path, time_limit: float, timeout: int,
-               sandbox: bool = True, hide: list[Path] = ()) -> Row:
+               sandbox: bool = True, hide: list[Path] = (), cpus: "queue.Queue | None" = None) -> Row:
     """Grade one submission (its code in a sandbox of its own) and write its feedback
     notebook; whatever goes wrong becomes this row's error, never the class's."""
     row = Row(student)
@@ -724,7 +726,13 @@ def _grade_one(student: str, entry: Path, feedback_dir: Path, time_limit: float,
             (tmp / "in").mkdir()
             try:
                 notebook = _prepare(entry, tmp / "in")
-                result = grade(notebook, timeout=timeout, time_limit=time_limit, sandbox=sandbox, hide=hide)
+                cpu = cpus.get() if cpus is not None else None
+                try:
+                    result = grade(notebook, timeout=timeout, time_limit=time_limit, sandbox=sandbox, hide=hide,
+                                   cpu=cpu)
+                finally:
+                    if cpus is not None:
+                        cpus.put(cpu)
             except AssignmentError as err:
                 row.error = str(err).replace(str(tmp / "in") + os.sep, "")
                 row.flags = [] if sandbox else [NO_SANDBOX_FLAG]
@@ -783,9 +791,13 @@ def grade_folder(folder, workers: int | None = None, time_limit: float = DEFAULT
         raise AssignmentError(f"no submission in {folder}: expected name.ipynb files or name/ folders")
     workers = workers or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                              else os.cpu_count() or 1)
+    cpus = queue.Queue()  # each submission runs on one CPU of its own (while there are enough)
+    usable = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    for i in range(workers):
+        cpus.put(usable[i % len(usable)] if usable and workers <= len(usable) else None)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         rows = list(pool.map(lambda item: _grade_one(item[0], item[1], folder / FEEDBACK, time_limit, timeout,
-                                                     sandbox, [folder]), todo))
+                                                     sandbox, [folder], cpus), todo))
     path = folder / GRADES_CSV
     _write_atomic(path, grades_csv(rows).encode("utf-8"))
     return path, rows

@@ -57,8 +57,8 @@ class SandboxError(Exception):
 @dataclass
 class Limits:
     """What one submission may use."""
-    memory_bytes: int = 6 * 2**30     # address space per process (torch reserves a lot of it)
-    processes: int = 256              # processes and threads of the sandbox's own user
+    memory_bytes: int = 4 * 2**30     # address space per process (torch reserves a lot of it)
+    processes: int = 128              # processes and threads of the sandbox's own user
     file_bytes: int = 64 * 2**20      # any one file written
     output_bytes: int = 2 * 2**20     # text and data the executed notebook keeps
     tmp_bytes: int = 256 * 2**20      # the private /tmp (a tmpfs)
@@ -382,9 +382,10 @@ def command(argv: list[str], work: Path, root: Path, limits: Limits, hide: list[
 
 def run_notebook(nb, work: Path, root: Path, time_limit: float | None, timeout: int,
                  sandbox: bool = True, limits: Limits | None = None, env: dict | None = None,
-                 hide: list[Path] = ()) -> tuple["object", bool, str]:
+                 hide: list[Path] = (), cpu: int | None = None) -> tuple["object", bool, str]:
     """Execute ``nb`` in ``work`` (a fresh folder holding what the notebook reads), in the
-    sandbox unless ``sandbox`` is False; return (executed notebook or None, timed out,
+    sandbox unless ``sandbox`` is False, on CPU ``cpu`` only if given (so that a submission
+    that keeps every core busy slows no other); return (executed notebook or None, timed out,
     what went wrong). The sandbox is killed, with every process in it, ``grace_seconds``
     after the time limit."""
     import nbformat
@@ -406,6 +407,8 @@ def run_notebook(nb, work: Path, root: Path, time_limit: float | None, timeout: 
         full_env = None
     else:
         cmd, full_env = argv, {**os.environ, **(env or {})}
+    if cpu is not None and shutil.which("taskset"):
+        cmd = ["taskset", "--cpu-list", str(cpu), *cmd]
     log = work.parent / f"{work.name}.log"
     hard = (time_limit or 3600) + limits.grace_seconds
     with open(log, "wb") as out:
