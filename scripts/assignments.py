@@ -72,7 +72,9 @@ import grader_verdicts  # noqa: E402
 from grader_sandbox import NO_SANDBOX_FLAG, SandboxError, TIME_LIMIT_ERROR  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT / "assignments" / "source"
+# the source notebooks (solutions, hidden tests, checks.py, reference checkpoints); a lecturer
+# grading for credit keeps a private copy and points COURSE_ASSIGNMENTS_SOURCE at it
+SOURCE = Path(os.environ.get("COURSE_ASSIGNMENTS_SOURCE") or ROOT / "assignments" / "source").resolve()
 RELEASE = ROOT / "assignments" / "release"
 MANIFEST = "MANIFEST.sha256"
 SKIP_TRAINING_ID = "skip_training"  # grade_id of the cell that holds the flag
@@ -517,7 +519,10 @@ def _student_checkpoint(path: Path, question) -> tuple[dict | None, str]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001  (whatever the file holds)
         return None, f"{path.name} is not a readable checkpoint ({type(err).__name__})"
-    return state, question.problem(state)
+    try:
+        return state, question.problem(state)
+    except Exception as err:  # noqa: BLE001  (a checkpoint made to break the check)
+        return None, f"{path.name} is not a checkpoint of this assignment ({type(err).__name__})"
 
 
 def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
@@ -785,7 +790,8 @@ def grade_folder(folder, workers: int | None = None, time_limit: float = DEFAULT
     if not folder.is_dir():
         raise AssignmentError(f"{folder} is not a folder of submissions")
     if Path(source_dir).resolve() != SOURCE.resolve():
-        raise AssignmentError("grading a folder uses the assignments in assignments/source/")
+        raise AssignmentError("grading a folder uses the assignments in assignments/source/ "
+                              "(or in COURSE_ASSIGNMENTS_SOURCE)")
     todo = submissions(folder)
     if not todo:
         raise AssignmentError(f"no submission in {folder}: expected name.ipynb files or name/ folders")
