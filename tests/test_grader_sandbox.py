@@ -70,9 +70,11 @@ def _attacks(folder):
         "from collections import Counter\ndef count_pairs(corpus):\n    return Counter()\n"
         "import IPython\nIPython.get_ipython().set_custom_exc((BaseException,), lambda *a, **k: None)")),
         folder / "quiet.ipynb")
-    # kill every process it can see (the grader, in the issue)
+    # kill every process it can see (the grader, in the issue), after writing what a failed
+    # start of bwrap writes (a sandbox that cannot start stops the whole batch: this must not)
     nbformat.write(T._solved_release("a3_bpe", count_pairs=T._append(
-        "import os, signal\nfor _pid in os.listdir('/proc'):\n"
+        "import os, signal\nos.write(1, b\"bwrap: Can't mkdir /x: Read-only file system\\n\")\n"
+        "for _pid in os.listdir('/proc'):\n"
         "    if _pid.isdigit() and int(_pid) != os.getpid():\n"
         "        try:\n            os.kill(int(_pid), signal.SIGKILL)\n"
         "        except OSError:\n            pass")), folder / "killer.ipynb")
