@@ -137,7 +137,8 @@ full: $(if $(filter $(BIN)/python,$(PY)),$(STAMP),)
 # `make grade SUBMISSION=path/to/notebook.ipynb`: points per question, offline, on CPU.
 # `make grade SUBMISSION=path/to/folder/`: every name.ipynb and name/ in it, WORKERS at a time
 # (default: the usable cores), each stopped after TIME_LIMIT seconds (default 300):
-# folder/grades.csv and folder/feedback/<name>.ipynb.
+# folder/grades.csv and folder/feedback/<name>.ipynb. Each submission runs in a bubblewrap sandbox
+# (apt-get install bubblewrap); GRADE_ARGS=--no-sandbox for trusted submissions only (flagged in the CSV).
 .PHONY: assignments grade
 assignments: $(STAMP)
 	$(PY) scripts/assignments.py release $(if $(filter 1 yes true,$(FORCE)),--force,)
@@ -145,7 +146,7 @@ assignments: $(STAMP)
 grade: $(STAMP)
 	@if [ -z "$(SUBMISSION)" ]; then echo "usage: make grade SUBMISSION=path/to/notebook.ipynb (or a folder)" >&2; exit 2; fi
 	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) scripts/assignments.py grade "$(SUBMISSION)" \
-	    $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT),) $(if $(WORKERS),--workers $(WORKERS),)
+	    $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT),) $(if $(WORKERS),--workers $(WORKERS),) $(GRADE_ARGS)
 
 # Benchmarks -> docs/BENCHMARKS.md + docs/benchmarks.json (a few minutes; see scripts/bench.py).
 # PARTS: comma-separated from stored,notebooks,models,micro,bpe,speedups or all

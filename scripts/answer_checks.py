@@ -262,8 +262,20 @@ def walk_scoped(node, local=frozenset()):
         inner = local | {a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
         yield from walk_scoped(node.body, inner)
         return
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        # the targets of a comprehension are its own: they never touch a global
+        inner = local | {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        for child in ast.iter_child_nodes(node):
+            yield from walk_scoped(child, inner)
+        return
     for child in ast.iter_child_nodes(node):
         yield from walk_scoped(child, local)
+
+
+def global_reads(tree) -> set[str]:
+    """The global names the code reads (not a function's, a lambda's or a comprehension's own)."""
+    return {n.id for n, local in walk_scoped(tree)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local}
 
 
 def _parents(tree) -> dict[int, ast.AST]:
@@ -411,7 +423,7 @@ def check(cells, rules: Rules, *, is_answer, is_test, grade_id, answer_names: se
     trees = {i: t for i, t in trees.items() if t is not None}
     bound = {i: {n for stmt in t.body for n in bound_names(stmt)} for i, t in trees.items()}
     read_only = [i for i in trees if not is_answer(cells[i])]
-    reads = {i: loaded_names(trees[i]) for i in read_only}
+    reads = {i: global_reads(trees[i]) for i in read_only}
     names, report = Names(), Report()
     index_of = {}
     for i, tree in trees.items():
@@ -422,7 +434,12 @@ def check(cells, rules: Rules, *, is_answer, is_test, grade_id, answer_names: se
         index_of[grade_id(cell)] = i
         own = answer_names | bound[i]
         before = dict(names.qualname)
-        findings = check_cell(tree, grade_id(cell), names, rules, own)
+        try:
+            findings = check_cell(tree, grade_id(cell), names, rules, own)
+        except RecursionError:  # a reading of it would not end: it runs, unread, and costs what follows
+            report.findings.append(Finding("dynamic", grade_id(cell), "code nested too deeply to be read", 0))
+            names.update(tree, origin="answer")
+            continue
         # rebinding a name that a later read-only cell reads before binding it again (an
         # import of the very object the name stood for changes nothing)
         for k, stmt in enumerate(tree.body):

@@ -23,14 +23,22 @@ notebook (hidden tests included), puts the student's answer cells into it by
 ``grade_id``, sets ``skip_training = True`` (the model is loaded from a checkpoint instead
 of trained: ``<checkpoint>.pt`` beside the submission if the student handed one in, else
 the reference one shipped in ``assignments/source/<name>/``, and the questions on the
-trained model score 0), runs it offline with nbclient (fast profile, one CPU thread) and
-counts points as nbgrader does: a test cell that raises (or writes to stderr) scores 0,
-one that runs scores its points. Before that, ``answer_checks`` reads the answer cells: a
+trained model score 0), runs it offline with nbclient (fast profile, one CPU thread) in a
+bubblewrap sandbox of its own (scripts/grader_sandbox.py: no view of the repository, the
+other submissions or the grader; limits on memory, processes, files, output and time).
+The questions an assignment's ``checks.py`` lists are judged outside the sandbox
+(scripts/grader_verdicts.py): their test cells run only their visible part, a probe calls
+the student's functions on the grader's inputs and sends back plain data, and the grader
+compares it with the reference answers it computes itself. The other test cells count as
+nbgrader counts them: a test cell that raises (or writes to stderr) scores 0, one that
+runs scores its points. Before that, ``answer_checks`` reads the answer cells: a
 question whose code reaches a reference answer (``course_utils`` beyond what the read-only
 cells hand out, or a library implementation the source's metadata lists) scores 0, and an
 answer that hides code or monkeypatches what the tests use costs every later question.
-A folder is graded one submission per child process, several at a time, each stopped at
-a time limit; the result is ``grades.csv`` and one feedback notebook per student.
+A folder is graded several submissions at a time, each in its sandbox, each stopped at a
+time limit; whatever goes wrong with one is that row's error; the result is ``grades.csv``
+(cells a spreadsheet would run escaped) and one feedback notebook per student (no hidden
+test in it). A handed-in checkpoint with the reference weights scores 0 on its question.
 
 Leaves out: the nbgrader gradebook database, late penalties, manual grading, feedback
 HTML (use a full nbgrader course for those; the notebooks are compatible).
@@ -45,9 +53,9 @@ import hashlib
 import io
 import json
 import os
+import queue
+import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -59,9 +67,14 @@ import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import answer_checks  # noqa: E402  (scripts/answer_checks.py, beside this file)
+import grader_sandbox  # noqa: E402
+import grader_verdicts  # noqa: E402
+from grader_sandbox import NO_SANDBOX_FLAG, SandboxError, TIME_LIMIT_ERROR  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT / "assignments" / "source"
+# the source notebooks (solutions, hidden tests, checks.py, reference checkpoints); a lecturer
+# grading for credit keeps a private copy and points COURSE_ASSIGNMENTS_SOURCE at it
+SOURCE = Path(os.environ.get("COURSE_ASSIGNMENTS_SOURCE") or ROOT / "assignments" / "source").resolve()
 RELEASE = ROOT / "assignments" / "release"
 MANIFEST = "MANIFEST.sha256"
 SKIP_TRAINING_ID = "skip_training"  # grade_id of the cell that holds the flag
@@ -78,13 +91,16 @@ class AssignmentError(Exception):
 # --------------------------------------------------------------------------------------
 
 def nbgrader_meta(cell) -> dict:
-    """The cell's nbgrader metadata ({} for an ordinary cell)."""
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+    """The cell's nbgrader metadata ({} for an ordinary cell, or for metadata that is not a dict)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {}) or {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def grade_id(cell) -> str | None:
-    """The cell's nbgrader ``grade_id``, or None."""
-    return nbgrader_meta(cell).get("grade_id")
+    """The cell's nbgrader ``grade_id``, or None (also for one that is not a string)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    gid = meta.get("grade_id") if isinstance(meta, dict) else None
+    return gid if isinstance(gid, str) else None
 
 
 def is_test_cell(cell) -> bool:
@@ -229,6 +245,11 @@ def _write_atomic(path: Path, content: bytes) -> None:
 # Grading
 # --------------------------------------------------------------------------------------
 
+MAX_NOTEBOOK_BYTES = 32 * 2**20     # a submitted notebook
+MAX_CHECKPOINT_BYTES = 64 * 2**20   # a submitted checkpoint
+MAX_ANSWER_BYTES = 32 * 2**20       # what one probe sends back
+
+
 def read_submission(path) -> "nbformat.NotebookNode":
     """The submitted notebook, or ``AssignmentError`` saying why it is not one."""
     path = Path(path)
@@ -238,6 +259,11 @@ def read_submission(path) -> "nbformat.NotebookNode":
         raise AssignmentError(f"submission {path} is a folder; give the notebook file (.ipynb) in it")
     if path.suffix != ".ipynb":
         raise AssignmentError(f"submission {path} is not a Jupyter notebook (expected a .ipynb file)")
+    if path.is_symlink():
+        raise AssignmentError(f"submission {path} is a symbolic link (expected the notebook file itself)")
+    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+        raise AssignmentError(f"submission {path} is {path.stat().st_size / 2**20:.0f} MiB (expected at most "
+                              f"{MAX_NOTEBOOK_BYTES // 2**20} MiB: clear the outputs before handing it in)")
     try:
         return nbformat.read(path, as_version=4)
     except Exception as err:  # nbformat raises several kinds (JSON, validation, encoding)
@@ -404,43 +430,11 @@ def _error_line(cell) -> str:
     return ""
 
 
-TIME_LIMIT_ERROR = "TimeLimit"
-
-
 def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = None) -> bool:
-    """Run ``nb`` in place in ``workdir`` with the course kernel, offline, on one CPU thread;
-    errors are kept in the outputs (every cell runs). ``timeout``: seconds per cell;
-    ``time_limit``: seconds for the whole notebook, after which the running cell is
-    interrupted and the remaining cells are not run (their output says so). Returns
-    whether the time limit was reached."""
-    from nbclient import NotebookClient
-
-    deadline = time.monotonic() + time_limit if time_limit else None
-    stopped = []
-
-    class Client(NotebookClient):
-        async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
-            if deadline is not None and cell.cell_type == "code" and time.monotonic() >= deadline:
-                stopped.append(cell_index)
-                cell.outputs = [nbformat.v4.new_output(
-                    "error", ename=TIME_LIMIT_ERROR, traceback=[],
-                    evalue=f"not run: the submission's time limit ({time_limit:g} s) was reached")]
-                return cell
-            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
-
-    def cell_timeout(cell):
-        if deadline is None:
-            return timeout
-        return max(1, min(timeout, int(deadline - time.monotonic()) + 1))
-
-    env = {**os.environ, **GRADING_ENV}
-    client = Client(nb, timeout=timeout, timeout_func=cell_timeout, kernel_name="python3",
-                    allow_errors=True, interrupt_on_timeout=True,
-                    error_on_timeout={"ename": TIME_LIMIT_ERROR, "evalue": "interrupted: the time limit "
-                                      "was reached while this cell ran", "traceback": []},
-                    resources={"metadata": {"path": str(workdir)}})
-    client.execute(env=env)
-    return bool(stopped) or (deadline is not None and time.monotonic() >= deadline)
+    """Run ``nb`` in place in ``workdir`` with the course kernel, offline, on one CPU thread,
+    in this process's own user (for the lecturer's notebooks: the sources' own tests);
+    see ``grader_sandbox.execute``. Returns whether the time limit was reached."""
+    return grader_sandbox.execute(nb, workdir, timeout, time_limit, env=GRADING_ENV)
 
 
 def answer_check_summary(nb, source) -> dict:
@@ -449,19 +443,105 @@ def answer_check_summary(nb, source) -> dict:
     return {"flags": report.flags, "zeroed": report.zeroed, "findings": [f.reason() for f in report.findings]}
 
 
+HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS\n.*?^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.M | re.S)
+PROBE = "grader_probe"  # metadata key of the cells the grader adds
+REFERENCE_CHECKPOINT = "reference checkpoint handed in"
+
+
+def to_run(nb, questions: dict, work: str, code: str, skip: dict[str, str] | None = None):
+    """The notebook the sandbox runs: ``nb`` with every test cell judged outside (``questions``)
+    cut to its visible part and followed by a probe cell that makes the grader's calls; the
+    test cells in ``skip`` (grade_id -> why) are not run (they score 0 whatever happens)."""
+    out = copy.deepcopy(nb)
+    cells = []
+    for cell in out.cells:
+        gid = grade_id(cell)
+        if is_test_cell(cell) and gid in (skip or {}):
+            cell.source = f"# not run by the grader: {skip[gid]}"
+            cells.append(cell)
+        elif is_test_cell(cell) and gid in questions:
+            cell.source = HIDDEN_TESTS.sub("", cell.source)
+            cells.append(cell)
+            probe = nbformat.v4.new_code_cell(grader_sandbox.probe_source(gid, work, code))
+            probe.metadata[PROBE] = gid
+            cells.append(probe)
+        else:
+            cells.append(cell)
+    out.cells = cells
+    return out
+
+
+_checks_cache: dict[str, dict] = {}
+
+
+def questions_judged_outside(source_path: Path) -> dict[str, grader_verdicts.Question]:
+    """The assignment's ``checks.py`` questions (loaded once per process: their reference
+    answers are computed once for a whole class)."""
+    key = str(Path(source_path).resolve())
+    if key not in _checks_cache:
+        _checks_cache[key] = grader_verdicts.load_checks(Path(source_path))
+    return _checks_cache[key]
+
+
+NEAR_REFERENCE = 1e-3  # relative distance of weights below which a checkpoint is the reference one
+
+
+def same_weights(theirs: Path, ref: Path) -> bool:
+    """Whether a handed-in checkpoint is the reference one: the same bytes, or weights under
+    the same names within ``NEAR_REFERENCE`` of it (relative L2 distance over all of them:
+    a re-saved copy, or a copy with noise added). Read with ``weights_only``: no code runs."""
+    if theirs.stat().st_size == ref.stat().st_size and sha256(theirs.read_bytes()) == sha256(ref.read_bytes()):
+        return True
+    import torch
+    try:
+        a = torch.load(theirs, map_location="cpu", weights_only=True)
+        b = torch.load(ref, map_location="cpu", weights_only=True)
+        ta, tb = (x.get("model") if isinstance(x, dict) else None for x in (a, b))
+        if not isinstance(ta, dict) or not isinstance(tb, dict):
+            return False
+        names = [k for k, v in tb.items() if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1]
+        if not names or not all(isinstance(ta.get(k), torch.Tensor) and ta[k].shape == tb[k].shape for k in names):
+            return False
+        diff = sum(float((ta[k].double() - tb[k].double()).pow(2).sum()) for k in names) ** 0.5
+        size = sum(float(tb[k].double().pow(2).sum()) for k in names) ** 0.5
+        return diff <= NEAR_REFERENCE * size
+    except Exception:  # noqa: BLE001  (not a checkpoint at all: its question says so)
+        return False
+
+
+def _student_checkpoint(path: Path, question) -> tuple[dict | None, str]:
+    """The handed-in checkpoint, read here with ``weights_only`` (no code in it runs), or
+    why it cannot be graded."""
+    import torch
+    if not path.is_file():
+        return None, f"no checkpoint {path.name} handed in"
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001  (whatever the file holds)
+        return None, f"{path.name} is not a readable checkpoint ({type(err).__name__})"
+    try:
+        return state, question.problem(state)
+    except Exception as err:  # noqa: BLE001  (a checkpoint made to break the check)
+        return None, f"{path.name} is not a checkpoint of this assignment ({type(err).__name__})"
+
+
 def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
-          checkpoint: str = "auto", time_limit: float | None = None, answer_check: dict | None = None) -> Result:
+          checkpoint: str = "auto", time_limit: float | None = None, answer_check: dict | None = None,
+          sandbox: bool = True, hide: list[Path] = (), cpu: int | None = None) -> Result:
     """Grade one submitted notebook; ``checkpoint``: 'auto' (the student's ``*.pt`` beside the
     submission if there is one; else the reference one is loaded so that the cells run, and
     the questions on the trained model score 0), 'submitted' (an error without one) or
     'reference' (grade the student's model code with the reference weights: the trained-model
     questions are scored, and the flag says so). ``time_limit``: seconds for the whole
-    notebook (see ``execute``). ``answer_check``: the ``answer_check_summary`` of this
-    submission if it was already made (a folder's grader makes it once, so that the child
-    that runs the notebook need not import the course package)."""
+    notebook (the sandbox is killed ``Limits.grace_seconds`` later). ``sandbox``: run the
+    student's code in bubblewrap (False only for trusted submissions: every result is then
+    flagged). ``hide``: folders the sandbox must not see (the class's folder); ``cpu``: the
+    one CPU the submission may use (a folder's grader gives each worker its own)."""
     from nbgrader.utils import determine_grade
     if checkpoint not in ("auto", "submitted", "reference"):
         raise AssignmentError(f"checkpoint must be 'auto', 'submitted' or 'reference', got {checkpoint!r}")
+    if sandbox:
+        grader_sandbox.bwrap()  # before anything else: SandboxError names what to install
     submission_path = Path(submission_path)
     submission = read_submission(submission_path)
     sources = source_notebooks(source_dir)
@@ -469,43 +549,113 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
     source = nbformat.read(sources[name], as_version=4)
     assembled = assemble(submission, source)
     found = answer_check or answer_check_summary(assembled.nb, source)
+    questions = questions_judged_outside(sources[name])
     start = time.perf_counter()
-    flags = list(found["flags"])
-    without_checkpoint = []
+    flags = list(found["flags"]) + ([] if sandbox else [NO_SANDBOX_FLAG])
+    without_checkpoint, copied_checkpoint = [], []
     with tempfile.TemporaryDirectory(prefix=f"grade-{name}-") as tmp:
+        work = Path(tmp) / "work"
+        (work / "in").mkdir(parents=True)
         used = []
         for ref in checkpoints(source_dir, name):
             theirs = submission_path.parent / ref.name
-            if checkpoint != "reference" and theirs.exists() and theirs.resolve() != ref.resolve():
-                shutil.copy(theirs, Path(tmp) / ref.name)
+            if checkpoint != "reference" and (theirs.exists() or theirs.is_symlink()) and theirs.resolve() != ref.resolve():
+                if theirs.is_symlink() or not theirs.is_file():
+                    raise AssignmentError(f"the checkpoint {theirs.name} is a symbolic link or not a file "
+                                          "(expected the file itself)")
+                if theirs.stat().st_size > MAX_CHECKPOINT_BYTES:
+                    raise AssignmentError(f"the checkpoint {theirs.name} is {theirs.stat().st_size / 2**20:.0f} MiB "
+                                          f"(expected at most {MAX_CHECKPOINT_BYTES // 2**20} MiB)")
+                shutil.copy(theirs, work / ref.name)
                 used.append(f"the submitted checkpoint {theirs.name}")
+                if same_weights(theirs, ref):
+                    flags.append(REFERENCE_CHECKPOINT)
+                    copied_checkpoint = trained_model_questions(source)
             elif checkpoint == "submitted":
                 raise AssignmentError(f"no checkpoint {ref.name} beside the submission {submission_path}")
             else:
-                shutil.copy(ref, Path(tmp) / ref.name)
+                shutil.copy(ref, work / ref.name)
                 used.append(f"the reference checkpoint {_show(ref)}")
                 flags.append(NO_CHECKPOINT if checkpoint == "auto" else "reference weights used (as asked)")
                 if checkpoint == "auto":
                     without_checkpoint = trained_model_questions(source)
-        executed = assembled.nb
-        timed_out = execute(executed, Path(tmp), timeout, time_limit)
+        skip = {gid: "this question scores 0 (see the table above)" for gid in
+                [*found["zeroed"], *copied_checkpoint, *without_checkpoint]}
+        cases, trained, unusable = {}, {}, {}
+        for gid, question in questions.items():
+            if gid in skip:
+                continue
+            if isinstance(question, grader_verdicts.TrainedModelQuestion):
+                trained[gid], why = _student_checkpoint(work / question.checkpoint, question)
+                if why:
+                    unusable[gid] = why
+                    skip[gid] = why
+                    continue
+                cases[gid] = question.calls(trained[gid])
+            else:
+                cases[gid] = question.cases()
+            (work / "in" / f"{gid}.json").write_text(grader_verdicts.inputs(cases[gid]))
+        inside = grader_sandbox.IN_SANDBOX_WORK if sandbox else str(work)
+        code = grader_sandbox.IN_SANDBOX_CODE if sandbox else str(Path(grader_sandbox.__file__).resolve().parent)
+        runnable = to_run(assembled.nb, questions, inside, code, skip)
+        executed, timed_out, problem = grader_sandbox.run_notebook(
+            runnable, work, ROOT, time_limit, timeout, sandbox=sandbox, env=GRADING_ENV,
+            hide=[Path(tmp), Path(source_dir), *hide], cpu=cpu)
+        answers = {}
+        for gid in questions:
+            path = work / "out" / f"{gid}.json"
+            if path.is_file() and not path.is_symlink() and path.stat().st_size < MAX_ANSWER_BYTES:
+                answers[gid] = path.read_text(errors="replace")
     seconds = time.perf_counter() - start
     if timed_out:
         flags.append("timed out")
+    if executed is None:
+        executed = copy.deepcopy(runnable)
+        executed.cells.insert(0, nbformat.v4.new_markdown_cell(f"**The run failed:** {problem}"))
+    ran = {grade_id(c): c for c in executed.cells if is_test_cell(c)}
     scores, errors = {}, {}
-    for cell in executed.cells:
+    for cell in source.cells:
         if not is_test_cell(cell):
             continue
         gid = grade_id(cell)
-        score, most = (float(x) for x in determine_grade(cell))
+        most = float(nbgrader_meta(cell)["points"])
+        if gid in unusable:
+            score, why = 0.0, unusable[gid]
+        elif gid in questions and gid in trained:
+            question = questions[gid]
+            try:
+                ok, why = grader_verdicts.judge(question, answers.get(gid), cases[gid],
+                                                question.expected_for(cases[gid]))
+                if ok:
+                    ok, why = question.verdict(trained[gid])
+            except Exception as err:  # noqa: BLE001  (weights that do not fit the reference model)
+                text = str(err).strip().splitlines()
+                ok, why = False, (f"the handed-in weights could not be used ({type(err).__name__}: "
+                                  f"{text[0][:150] if text else ''})")
+            score = most if ok else 0.0
+        elif gid in questions:
+            ok, why = grader_verdicts.judge(questions[gid], answers.get(gid))
+            score = most if ok else 0.0
+            if not ok and gid not in answers and problem:
+                why = problem
+            elif not ok and gid not in answers and _error_line(ran.get(gid, {})).startswith(TIME_LIMIT_ERROR):
+                why = _error_line(ran[gid])
+        else:
+            done = ran.get(gid)
+            score = float(determine_grade(done)[0]) if done is not None and problem == "" else 0.0
+            why = (_error_line(done) if done is not None else "") or problem
         if gid in found["zeroed"]:
-            score, errors[gid] = 0.0, found["zeroed"][gid]
+            score, why = 0.0, found["zeroed"][gid]
+        elif gid in copied_checkpoint:
+            score, why = 0.0, ("the handed-in checkpoint is the reference one (the same weights): "
+                               "this question grades the student's own trained model")
         elif gid in without_checkpoint:
-            score, errors[gid] = 0.0, ("no checkpoint handed in: this question grades the student's "
-                                       "trained model (the reference weights were loaded only to run the cells)")
-        elif score < most:
-            errors[gid] = _error_line(cell)
+            score, why = 0.0, ("no checkpoint handed in: this question grades the student's "
+                               "trained model (the reference weights were loaded only to run the cells)")
+        if score < most:
+            errors[gid] = why
         scores[gid] = (score, most)
+    executed.cells = [c for c in executed.cells if PROBE not in c.get("metadata", {})]  # never in feedback
     return Result(name, scores, errors, seconds,
                   "model from " + ", ".join(used) if used else "no checkpoint needed",
                   assembled, executed, sorted(set(flags)), list(found["findings"]))
@@ -553,90 +703,107 @@ def submissions(folder: Path) -> list[tuple[str, Path]]:
 def _prepare(entry: Path, workdir: Path) -> Path:
     """Copy a submission into ``workdir`` (grading never touches the student's files) and
     return the notebook to grade; ``AssignmentError`` when a folder holds no single notebook."""
+    if entry.is_symlink():
+        raise AssignmentError(f"{entry.name} is a symbolic link (expected the file or folder itself)")
     if entry.is_dir():
         notebooks = sorted(p for p in entry.glob("*.ipynb"))
         if len(notebooks) != 1:
             raise AssignmentError(f"the folder {entry.name}/ holds {len(notebooks)} notebooks "
                                   "(expected exactly one .ipynb)")
         for item in [notebooks[0], *sorted(entry.glob("*.pt"))]:
+            if item.is_symlink() or not item.is_file():  # a link could point at any file the grader may read
+                raise AssignmentError(f"{entry.name}/{item.name} is a symbolic link or not a file "
+                                      "(expected the file itself)")
             shutil.copy(item, workdir / item.name)
         return workdir / notebooks[0].name
     shutil.copy(entry, workdir / entry.name)  # a notebook alone: no checkpoint comes with it
     return workdir / entry.name
 
 
-def _grade_one(student: str, entry: Path, feedback_dir: Path, time_limit: float, timeout: int) -> Row:
-    """Grade one submission in a child process (killed, with its kernel, if it outlives
-    the time limit) and write its feedback notebook."""
+def _grade_one(student: str, entry: Path, feedback_dir: Path, time_limit: float, timeout: int,
+               sandbox: bool = True, hide: list[Path] = (), cpus: "queue.Queue | None" = None) -> Row:
+    """Grade one submission (its code in a sandbox of its own) and write its feedback
+    notebook; whatever goes wrong becomes this row's error, never the class's."""
     row = Row(student)
-    with tempfile.TemporaryDirectory(prefix="submission-") as tmp:
-        tmp = Path(tmp)
-        (tmp / "in").mkdir()
-        try:
-            notebook = _prepare(entry, tmp / "in")
-            submission = read_submission(notebook)  # cheap: no child for a bad file
-            sources = source_notebooks()
-            source = nbformat.read(sources[identify(submission, sources)], as_version=4)
-            check = answer_check_summary(assemble(submission, source).nb, source)
-        except AssignmentError as err:
-            row.error = str(err).replace(str(tmp / "in") + os.sep, "")
-            return row
-        command = [sys.executable, str(Path(__file__).resolve()), "grade", str(notebook),
-                   "--json", str(tmp / "result.json"), "--executed", str(tmp / "executed.ipynb"),
-                   "--time-limit", str(time_limit), "--timeout", str(timeout),
-                   "--answer-check", str(tmp / "check.json")]
-        (tmp / "check.json").write_text(json.dumps(check))
-        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 start_new_session=True, env={**os.environ, **GRADING_ENV})
-        try:
-            _, err = child.communicate(timeout=time_limit + 60)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)  # the grader and the kernel it started
-            child.communicate()
-            row.flags, row.error = ["timed out"], f"stopped after {time_limit:g} s + 60 s"
-            return row
-        if child.returncode != 0 or not (tmp / "result.json").exists():
-            lines = [line for line in err.strip().splitlines() if line.startswith("error: ")] or \
-                    err.strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
-            row.error = lines[-1].removeprefix("error: ").replace(str(tmp / "in") + os.sep, "")
-            return row
-        result = json.loads((tmp / "result.json").read_text())
-        row.assignment = result["assignment"]
-        row.scores = {k: v["score"] for k, v in result["scores"].items()}
-        row.total, row.max_total, row.flags = result["total"], result["max_total"], result["flags"]
-        feedback = nbformat.read(tmp / "executed.ipynb", as_version=4)
-        summary = [f"# Feedback: {student}, {row.assignment}", "",
-                   f"**{row.total:g} / {row.max_total:g} points**"
-                   + (f" (flags: {'; '.join(row.flags)})" if row.flags else ""), "",
-                   "| question | points | why points were lost |", "|---|---:|---|"]
-        for gid, v in result["scores"].items():
-            why = result["errors"].get(gid, "").replace("|", "\\|")
-            summary.append(f"| {gid} | {v['score']:g} / {v['max']:g} | {why} |")
-        summary += [""] + [f"- answer check: {line}" for line in result["findings"]]
-        feedback.cells.insert(0, nbformat.v4.new_markdown_cell("\n".join(summary)))
-        feedback_dir.mkdir(parents=True, exist_ok=True)
-        nbformat.write(feedback, feedback_dir / f"{student}.ipynb")
+    try:
+        with tempfile.TemporaryDirectory(prefix="submission-") as tmp:
+            tmp = Path(tmp)
+            (tmp / "in").mkdir()
+            try:
+                notebook = _prepare(entry, tmp / "in")
+                cpu = cpus.get() if cpus is not None else None
+                try:
+                    result = grade(notebook, timeout=timeout, time_limit=time_limit, sandbox=sandbox, hide=hide,
+                                   cpu=cpu)
+                finally:
+                    if cpus is not None:
+                        cpus.put(cpu)
+            except AssignmentError as err:
+                row.error = str(err).replace(str(tmp / "in") + os.sep, "")
+                row.flags = [] if sandbox else [NO_SANDBOX_FLAG]
+                return row
+            row.assignment = result.assignment
+            row.scores = {k: s for k, (s, _) in result.scores.items()}
+            row.total, row.max_total, row.flags = result.total, result.max_total, result.flags
+            _write_feedback(student, result, feedback_dir)
+    except SandboxError:
+        raise  # the machine cannot sandbox: stop the batch and say what to install
+    except Exception as err:  # noqa: BLE001  (one submission never stops the class)
+        row.scores, row.total = {k: 0.0 for k in row.scores}, 0.0
+        text = str(err).strip().splitlines()
+        row.error = f"could not be graded: {type(err).__name__}: {text[0][:200] if text else ''}"
+        if not sandbox and NO_SANDBOX_FLAG not in row.flags:
+            row.flags = [*row.flags, NO_SANDBOX_FLAG]
     return row
 
 
+def _write_feedback(student: str, result: Result, feedback_dir: Path) -> None:
+    """``feedback_dir/<student>.ipynb``: the executed notebook (hidden tests and probes
+    removed) after a table of the points and why any were lost."""
+    feedback = result.executed
+    for cell in feedback.cells:
+        if is_test_cell(cell):
+            cell.source = HIDDEN_TESTS.sub("", cell.source)
+    summary = [f"# Feedback: {student}, {result.assignment}", "",
+               f"**{result.total:g} / {result.max_total:g} points**"
+               + (f" (flags: {'; '.join(result.flags)})" if result.flags else ""), "",
+               "| question | points | why points were lost |", "|---|---:|---|"]
+    for gid, (score, most) in result.scores.items():
+        why = result.errors.get(gid, "").replace("|", "\\|").replace("\n", " ")
+        summary.append(f"| {gid} | {score:g} / {most:g} | {why} |")
+    summary += [""] + [f"- answer check: {line}" for line in result.findings]
+    feedback.cells.insert(0, nbformat.v4.new_markdown_cell("\n".join(summary)))
+    feedback_dir.mkdir(parents=True, exist_ok=True)
+    _write_atomic(feedback_dir / f"{student}.ipynb", (nbformat.writes(feedback) + "\n").encode("utf-8"))
+
+
 def grade_folder(folder, workers: int | None = None, time_limit: float = DEFAULT_TIME_LIMIT,
-                 timeout: int = 900, source_dir: Path = SOURCE) -> tuple[Path, list[Row]]:
+                 timeout: int = 900, source_dir: Path = SOURCE, sandbox: bool = True) -> tuple[Path, list[Row]]:
     """Grade every submission in ``folder`` (see ``submissions``), ``workers`` at a time (default:
     the usable cores), and write ``folder/grades.csv`` and ``folder/feedback/<student>.ipynb``.
-    A submission that cannot be graded gets a row with an error; nothing stops the batch."""
+    A submission that cannot be graded gets a row with an error; nothing stops the batch.
+    Each submission runs in a sandbox of its own (``sandbox=False``: trusted submissions only;
+    every row is flagged)."""
     folder = Path(folder)
+    if sandbox:
+        grader_sandbox.bwrap()
     if not folder.is_dir():
         raise AssignmentError(f"{folder} is not a folder of submissions")
     if Path(source_dir).resolve() != SOURCE.resolve():
-        raise AssignmentError("grading a folder uses the assignments in assignments/source/")
+        raise AssignmentError("grading a folder uses the assignments in assignments/source/ "
+                              "(or in COURSE_ASSIGNMENTS_SOURCE)")
     todo = submissions(folder)
     if not todo:
         raise AssignmentError(f"no submission in {folder}: expected name.ipynb files or name/ folders")
     workers = workers or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                              else os.cpu_count() or 1)
+    cpus = queue.Queue()  # each submission runs on one CPU of its own (while there are enough)
+    usable = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    for i in range(workers):
+        cpus.put(usable[i % len(usable)] if usable and workers <= len(usable) else None)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        rows = list(pool.map(lambda item: _grade_one(item[0], item[1], folder / FEEDBACK, time_limit, timeout),
-                             todo))
+        rows = list(pool.map(lambda item: _grade_one(item[0], item[1], folder / FEEDBACK, time_limit, timeout,
+                                                     sandbox, [folder], cpus), todo))
     path = folder / GRADES_CSV
     _write_atomic(path, grades_csv(rows).encode("utf-8"))
     return path, rows
@@ -658,9 +825,16 @@ def grades_csv(rows: list[Row]) -> str:
         cells = [f"{r.scores[gid]:g}" if r.assignment == name and gid in r.scores else ""
                  for name, gid in questions]
         graded = bool(r.assignment)
-        writer.writerow([r.student, r.assignment, *cells, f"{r.total:g}" if graded else "",
-                         f"{r.max_total:g}" if graded else "", "; ".join(r.flags), r.error])
+        writer.writerow([spreadsheet_safe(r.student), r.assignment, *cells, f"{r.total:g}" if graded else "",
+                         f"{r.max_total:g}" if graded else "", spreadsheet_safe("; ".join(r.flags)),
+                         spreadsheet_safe(r.error)])
     return out.getvalue()
+
+
+def spreadsheet_safe(text: str) -> str:
+    """``text`` with a leading ``'`` when a spreadsheet would read it as a formula (it starts
+    with =, +, -, @, a tab or a carriage return)."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 # --------------------------------------------------------------------------------------
@@ -683,7 +857,9 @@ def main(argv=None) -> int:
     gr.add_argument("--workers", type=int, default=None, help="submissions graded at once (a folder)")
     gr.add_argument("--json", type=Path, help="also write the points as JSON here (one notebook)")
     gr.add_argument("--executed", type=Path, help="also write the executed notebook here (one notebook)")
-    gr.add_argument("--answer-check", type=Path, help=argparse.SUPPRESS)  # made by a folder's grader
+    gr.add_argument("--no-sandbox", action="store_true",
+                    help="run the students' code without bubblewrap (trusted submissions only; "
+                         f"every row is flagged '{NO_SANDBOX_FLAG}')")
     args = parser.parse_args(argv)
     try:
         if args.command == "release":
@@ -697,14 +873,14 @@ def main(argv=None) -> int:
         if Path(args.submission).is_dir():
             start = time.perf_counter()
             path, rows = grade_folder(args.submission, args.workers, args.time_limit or DEFAULT_TIME_LIMIT,
-                                      args.timeout)
+                                      args.timeout, sandbox=not args.no_sandbox)
             print(grades_csv(rows), end="")
             print(f"graded {len(rows)} submission(s) in {time.perf_counter() - start:.0f} s: {_show(path)}, "
                   f"feedback in {_show(path.parent / FEEDBACK)}/")
             return 0
         result = grade(args.submission, timeout=args.timeout, checkpoint=args.checkpoint,
-                       time_limit=args.time_limit,
-                       answer_check=json.loads(args.answer_check.read_text()) if args.answer_check else None)
+                       time_limit=args.time_limit, sandbox=not args.no_sandbox,
+                       hide=[Path(args.submission).resolve().parent])
         print(f"grading {args.submission}")
         print(result.report())
         if args.json:
@@ -712,7 +888,7 @@ def main(argv=None) -> int:
         if args.executed:
             nbformat.write(result.executed, args.executed)
         return 0
-    except AssignmentError as err:
+    except (AssignmentError, SandboxError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -373,7 +373,7 @@ def test_ordinary_code_in_an_answer_is_not_flagged():
 
 # ---- a folder in, a CSV out -----------------------------------------------------------------
 
-TIME_LIMIT = 15  # seconds per submission in the mixed folder (a3 runs in about 3, hal about 7)
+TIME_LIMIT = 60  # seconds per submission in the mixed folder (a3 runs in 5-15 in its sandbox, hal 10-50 on a busy machine)
 EXPECTED_CSV = """\
 student,assignment,a1_bahdanau:test_additive_attention,a1_bahdanau:test_decoder_step,a1_bahdanau:test_loss,a1_bahdanau:test_translation,a2_transformer:test_attention,a2_transformer:test_masks,a2_transformer:test_positional_encoding,a2_transformer:test_multi_head_attention,a2_transformer:test_encoder_layer,a2_transformer:test_decoder_layer,a2_transformer:test_transformer,a2_transformer:test_loss,a2_transformer:test_translation,a3_bpe:test_count_pairs,a3_bpe:test_merge_pair,a3_bpe:test_train_bpe_slides,a3_bpe:test_train_bpe_tokenizers,a3_bpe:test_encode_slides,a3_bpe:test_encode_reference,total,max,flags,error
 alice,a3_bpe,,,,,,,,,,,,,,1,1,2,2,1,2,9,9,,
@@ -393,7 +393,13 @@ def _class_folder(folder):
     folder with a checkpoint whose model forgets the source mask in cross-attention (a
     forgiving bug: its visible BLEU test passes with trained weights)."""
     folder.mkdir()
-    nbformat.write(_solved_release("a3_bpe"), folder / "alice.ipynb")
+    # alice: correct, with top-level loops, helper variables and prints beside her answers (issue 33:
+    # such code was once flagged as a monkeypatch)
+    nbformat.write(_solved_release("a3_bpe", count_pairs=_append(
+        "for w, c in {'hug': 10, 'pug': 5}.items():\n    print(w, c, count_pairs({tuple(w): c}))\n"
+        "word, counts = 'hugs', count_pairs({tuple('hugs'): 1})\nprint(word, counts)"),
+        train_bpe=_append("for d in (4, 8):\n    print(d, train_bpe({'hug': 10, 'pug': d}, 2))")),
+        folder / "alice.ipynb")
     nbformat.write(_solved_release("a3_bpe", train_bpe=_replace("(pairs[p], -ids[p[0]], -ids[p[1]])", "(pairs[p], p)")),
                    folder / "bob.ipynb")
     nbformat.write(_solved_release("a3_bpe", train_bpe=lambda code: "from course_utils.bpe import train_bpe",
@@ -410,8 +416,20 @@ def _class_folder(folder):
     nbformat.write(_solved_release("a2_transformer", transformer=_replace(
         "y = layer(y, memory, self_mask, src_mask.unsqueeze(1))", "y = layer(y, memory, self_mask, None)")),
         folder / "hal" / "a2_transformer.ipynb")
-    (folder / "hal" / "transformer.pt").write_bytes((SOURCE / "a2_transformer" / "transformer.pt").read_bytes())
+    _own_checkpoint(SOURCE / "a2_transformer" / "transformer.pt", folder / "hal" / "transformer.pt")
     return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _own_checkpoint(reference, path, noise=2e-3):
+    """A checkpoint that stands in for a student's own training run: the reference weights
+    plus noise, enough not to count as a copy of the reference (which scores 0), too little to
+    change a translation."""
+    import torch
+    state = torch.load(reference, map_location="cpu", weights_only=True)
+    generator = torch.Generator().manual_seed(0)
+    state["model"] = {k: v + noise * torch.randn(v.shape, generator=generator) if v.is_floating_point() else v
+                      for k, v in state["model"].items()}
+    torch.save(state, path)
 
 
 @pytest.fixture(scope="module")
@@ -437,9 +455,9 @@ def test_a_folder_of_mixed_submissions_gives_the_expected_csv(graded_class):
     assert sorted(p.stem for p in (folder / "feedback").glob("*.ipynb")) == ["alice", "bob", "carol", "frank", "gina", "hal"]
     summary = {p.stem: nbformat.read(p, as_version=4).cells[0].source for p in (folder / "feedback").glob("*.ipynb")}
     assert "uses course_utils.bpe.train_bpe, the reference answer (answer cell 'train_bpe')" in summary["carol"]
-    assert "not run: the submission's time limit (15 s) was reached" in summary["frank"]
+    assert f"not run: the submission's time limit ({TIME_LIMIT} s) was reached" in summary["frank"]
     assert "| test_translation | 0 / 4 | no checkpoint handed in" in summary["gina"]
-    assert "| test_translation | 0 / 4 | AssertionError: with the same weights, your model and the reference one disagree" \
+    assert "| test_translation | 0 / 4 | with the same weights, your model and the reference one disagree" \
         in summary["hal"]
     assert "**9 / 9 points**" in summary["alice"]
 

@@ -1,0 +1,467 @@
+"""Where a submission runs: a bubblewrap sandbox, and the runner that executes it there.
+
+The grader (scripts/assignments.py) never runs a student's code in its own process. It
+writes the notebook to run (read-only cells, the student's answer cells, and for every
+question a *probe*: calls of the student's functions on the grader's inputs) into a fresh
+work folder, and starts this file as a script inside ``bwrap``:
+
+- an unprivileged user of its own (a uid per sandbox when the grader runs as root, so that
+  the process limit of one submission never touches another), a read-only view of the
+  system and of what the course needs (the interpreter, its packages, ``course_utils/``,
+  ``data/``) and nothing else: not the repository (solutions, hidden tests, reference
+  checkpoints), not the folder of submissions, not the grader's files; a private ``/tmp``
+  whose only shared part is the work folder; its own PID namespace (the grader's processes
+  cannot be seen, so cannot be signalled) and no network;
+- limits (``prlimit``): address space per process, number of processes, size of any file
+  written; the runner caps the output it keeps per notebook; the grader kills the sandbox
+  at the time limit, and every process in it dies with it (PID namespace).
+
+What comes back is plain data: the executed notebook (JSON, read with a size cap) and one
+JSON file per probe (``encode``/``decode``: numbers, strings, lists, tuples, dicts and
+tensors as lists of numbers; never pickle). The grader judges it in its own process
+(scripts/grader_verdicts.py).
+
+Leaves out: Docker (bubblewrap is the one sandbox here), cgroup limits on the total memory
+of a sandbox (the address-space limit is per process).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+INSTALL_HINT = ("bubblewrap (the `bwrap` command) is not installed: it is what keeps a submission from "
+                "reaching the grader, the other submissions and the solutions. Install it "
+                "(Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`), or, for "
+                "submissions you trust only, grade with --no-sandbox (every row is then flagged)")
+NO_SANDBOX_FLAG = "not sandboxed (--no-sandbox)"
+IN_SANDBOX_WORK = "/tmp/work"      # the work folder, as the sandbox sees it
+IN_SANDBOX_CODE = "/tmp/grader"    # this file, as the sandbox sees it
+TIME_LIMIT_ERROR = "TimeLimit"
+
+
+class SandboxError(Exception):
+    """The sandbox cannot be started (bwrap missing or refused): the message says what to do."""
+
+
+@dataclass
+class Limits:
+    """What one submission may use."""
+    memory_bytes: int = 4 * 2**30     # address space per process (torch reserves a lot of it)
+    processes: int = 128              # processes and threads of the sandbox's own user
+    file_bytes: int = 64 * 2**20      # any one file written
+    output_bytes: int = 2 * 2**20     # text and data the executed notebook keeps
+    tmp_bytes: int = 256 * 2**20      # the private /tmp (a tmpfs)
+    grace_seconds: float = 30.0       # after the time limit, before the whole sandbox is killed
+
+
+# --------------------------------------------------------------------------------------
+# Plain data both ways (JSON; tensors as lists of numbers)
+# --------------------------------------------------------------------------------------
+
+def encode(obj, depth: int = 0):
+    """``obj`` as JSON-able data: tuples, dicts with non-string keys and tensors tagged."""
+    if depth > 50:
+        raise ValueError("nested more than 50 levels deep")
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return float(obj) if math.isfinite(obj) else {"__float__": repr(float(obj))}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [encode(x, depth + 1) for x in obj]}
+    if isinstance(obj, (list, range)):
+        return [encode(x, depth + 1) for x in obj]
+    if isinstance(obj, dict):
+        return {"__dict__": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in obj.items()]}
+    if isinstance(obj, (set, frozenset)):
+        return {"__set__": sorted((encode(x, depth + 1) for x in obj), key=repr)}
+    if type(obj).__module__.split(".")[0] == "torch" or hasattr(obj, "detach"):
+        import torch
+        if isinstance(obj, torch.Tensor):
+            t = torch.Tensor.detach(obj).cpu()
+            t = torch.Tensor.as_subclass(t, torch.Tensor)  # a subclass sends its plain numbers
+            flat = [x if isinstance(x, (bool, int)) or math.isfinite(x) else repr(x)
+                    for x in torch.Tensor.tolist(t.reshape(-1))]
+            return {"__tensor__": {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+                                   "data": flat}}
+        if isinstance(obj, torch.dtype):
+            return {"__dtype__": str(obj).removeprefix("torch.")}
+    raise TypeError(f"cannot send a {type(obj).__name__} back to the grader (plain data only: "
+                    "numbers, strings, lists, tuples, dicts, tensors)")
+
+
+def decode(data, depth: int = 0):
+    """The inverse of ``encode`` (tensors come back as plain ``torch.Tensor``)."""
+    if depth > 60:
+        raise ValueError("nested more than 60 levels deep")
+    if isinstance(data, list):
+        return [decode(x, depth + 1) for x in data]
+    if not isinstance(data, dict):
+        return data
+    if len(data) != 1:
+        raise ValueError("a tagged value must have exactly one key")
+    (tag, value), = data.items()
+    if tag == "__tuple__":
+        return tuple(decode(x, depth + 1) for x in value)
+    if tag == "__dict__":
+        return {_hashable(decode(k, depth + 1)): decode(v, depth + 1) for k, v in value}
+    if tag == "__set__":
+        return {_hashable(decode(x, depth + 1)) for x in value}
+    if tag == "__float__":
+        return float(value)
+    if tag == "__dtype__":
+        import torch
+        dtype = getattr(torch, str(value), None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"not a dtype: {value!r}")
+        return dtype
+    if tag == "__tensor__":
+        import torch
+        dtype = getattr(torch, str(value["dtype"]), None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"not a dtype: {value['dtype']!r}")
+        flat = [float(x) if isinstance(x, str) else x for x in value["data"]]
+        return torch.tensor(flat, dtype=dtype).reshape([int(n) for n in value["shape"]])
+    raise ValueError(f"unknown tag {tag!r}")
+
+
+def _hashable(x):
+    if isinstance(x, list):
+        return tuple(_hashable(v) for v in x)
+    return x
+
+
+# --------------------------------------------------------------------------------------
+# Probes: run in the sandbox, in the kernel, where a test cell stood
+# --------------------------------------------------------------------------------------
+
+def probe(namespace: dict, question: str, work: str = IN_SANDBOX_WORK) -> None:
+    """Make the calls the grader asked for in ``work/in/<question>.json`` with the names of
+    ``namespace`` (the student's notebook) and write each result, or the error it raised,
+    to ``work/out/<question>.json``."""
+    calls = decode(json.loads(Path(work, "in", f"{question}.json").read_text()))
+    results = []
+    for call in calls:
+        try:
+            results.append({"value": encode(run_call(namespace, call))})
+        except Exception as err:  # noqa: BLE001  (the student's error is the result)
+            text = str(err).strip().splitlines()
+            results.append({"error": f"{type(err).__name__}: {text[0][:200] if text else ''}"})
+    out = Path(work, "out")
+    out.mkdir(exist_ok=True)
+    (out / f"{question}.json").write_text(json.dumps(results))
+
+
+def run_call(namespace: dict, call: dict):
+    """One call: ``fn(*args, **kwargs)``; with ``init`` the object ``fn(*init)`` is made
+    first, given the weights ``state`` (a state dict) and put in eval mode, and then
+    ``method`` (default: the object itself) is called; ``steps``: several methods in turn
+    on the same object (each a dict like this one, ``"$prev"`` in args is the last result).
+    An argument ``{"$make": call}`` is the object that call returns (with no ``method``: the
+    object itself); ``{"$fields": {...}}`` an object with those attributes (a batch)."""
+    import contextlib
+    import types
+
+    def resolve(arg):  # an argument the call builds: an object, or a record of fields
+        if isinstance(arg, dict) and len(arg) == 1 and "$make" in arg:
+            return run_call(namespace, {**arg["$make"], "object": True})
+        if isinstance(arg, dict) and len(arg) == 1 and "$fields" in arg:
+            return types.SimpleNamespace(**arg["$fields"])
+        return arg
+    call = {**call, "args": [resolve(a) for a in call.get("args", [])],
+            "init": [resolve(a) for a in call["init"]] if "init" in call else None}
+    if call["init"] is None:
+        del call["init"]
+    name = call["fn"]
+    if name not in namespace:
+        raise NameError(f"name {name!r} is not defined")
+    target = namespace[name]
+    grad = contextlib.nullcontext()
+    if call.get("no_grad", True) and "torch" in sys.modules:
+        grad = sys.modules["torch"].no_grad()
+    with grad:
+        if "init" in call:
+            seed = call.get("seed")
+            if seed is not None:
+                sys.modules["torch"].manual_seed(seed)
+            obj = target(*call["init"], **call.get("init_kwargs", {}))
+            if call.get("state") is not None:
+                obj.load_state_dict(call["state"])
+            if hasattr(obj, "eval"):
+                obj.eval()
+            if "steps" in call:
+                results, prev = [], None
+                for step in call["steps"]:
+                    fn = getattr(obj, step["method"]) if step.get("method") else obj
+                    args = [prev if a == "$prev" else a for a in step.get("args", [])]
+                    prev = fn(*args, **step.get("kwargs", {}))
+                    results.append(prev)
+                return results
+            if call.get("object"):
+                return obj
+            target = getattr(obj, call["method"]) if call.get("method") else obj
+        return target(*call.get("args", []), **call.get("kwargs", {}))
+
+
+def probe_source(question: str, work: str, code: str) -> str:
+    """The code of the cell that probes ``question`` (``work``, ``code``: the work folder and
+    this file's folder, as the kernel sees them)."""
+    return ("import sys as _grader_sys\n"
+            f"_grader_sys.path.insert(0, {code!r})\n"
+            "import grader_sandbox as _grader_sandbox\n"
+            f"_grader_sandbox.probe(globals(), {question!r}, {work!r})\n"
+            "del _grader_sys, _grader_sandbox")
+
+
+# --------------------------------------------------------------------------------------
+# The runner: executes the notebook (inside the sandbox)
+# --------------------------------------------------------------------------------------
+
+def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = None,
+            output_bytes: int | None = None, env: dict | None = None) -> bool:
+    """Run ``nb`` in place in ``workdir`` with the course kernel; errors are kept in the
+    outputs (every cell runs). ``timeout``: seconds per cell; ``time_limit``: seconds for
+    the whole notebook, after which the running cell is interrupted and the remaining cells
+    are not run (their output says so); ``output_bytes``: the output kept in all (what is
+    printed beyond it is dropped, with a note). Returns whether the time limit was reached."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    deadline = time.monotonic() + time_limit if time_limit else None
+    stopped, kept = [], [0]
+
+    class Client(NotebookClient):
+        async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+            if deadline is not None and cell.cell_type == "code" and time.monotonic() >= deadline:
+                stopped.append(cell_index)
+                cell.outputs = [nbformat.v4.new_output(
+                    "error", ename=TIME_LIMIT_ERROR, traceback=[],
+                    evalue=f"not run: the submission's time limit ({time_limit:g} s) was reached")]
+                return cell
+            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+
+        def output(self, outs, msg, display_id, cell_index):
+            if output_bytes is None or msg["msg_type"] == "error":
+                return super().output(outs, msg, display_id, cell_index)
+            content = msg.get("content", {})
+            size = len(str(content.get("text", ""))) + sum(len(str(v)) for v in (content.get("data") or {}).values())
+            kept[0] += size
+            if kept[0] > output_bytes:
+                if kept[0] - size <= output_bytes:  # the first output over the cap: say so, once
+                    outs.append(nbformat.v4.new_output(
+                        "stream", name="stdout",
+                        text=f"\n[the grader kept the first {output_bytes // 2**20} MiB of output; the rest was dropped]\n"))
+                return None
+            return super().output(outs, msg, display_id, cell_index)
+
+    def cell_timeout(cell):
+        if deadline is None:
+            return timeout
+        return max(1, min(timeout, int(deadline - time.monotonic()) + 1))
+
+    client = Client(nb, timeout=timeout, timeout_func=cell_timeout, kernel_name="python3",
+                    allow_errors=True, interrupt_on_timeout=True, shutdown_kernel="immediate",
+                    error_on_timeout={"ename": TIME_LIMIT_ERROR, "evalue": "interrupted: the time limit "
+                                      "was reached while this cell ran", "traceback": []},
+                    resources={"metadata": {"path": str(workdir)}})
+    client.execute(env={**os.environ, **(env or {})})
+    interrupted = any(o.get("output_type") == "error" and o.get("ename") == TIME_LIMIT_ERROR
+                      for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    return bool(stopped) or interrupted
+
+
+def runner_main(argv: list[str]) -> int:
+    """``grader_sandbox.py run NOTEBOOK OUT.json TIME_LIMIT TIMEOUT OUTPUT_BYTES``: execute the
+    notebook in its folder; write the executed notebook and whether time ran out."""
+    import nbformat
+    notebook, out, time_limit, timeout, output_bytes = argv
+    Path(out).with_suffix(".started").write_text("")
+    nb = nbformat.read(notebook, as_version=4)
+    timed_out = execute(nb, Path(notebook).parent, int(timeout), float(time_limit) or None, int(output_bytes))
+    nbformat.write(nb, out)
+    Path(out).with_suffix(".done").write_text(json.dumps({"timed_out": timed_out}))
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# The sandbox (the grader's side)
+# --------------------------------------------------------------------------------------
+
+_uids = itertools.cycle(range(61000, 61500))  # one user per sandbox when the grader is root
+_uid_lock = threading.Lock()
+
+
+def bwrap() -> str:
+    """The path of ``bwrap``, or ``SandboxError`` naming what to install."""
+    path = shutil.which("bwrap")
+    if path is None:
+        raise SandboxError(INSTALL_HINT)
+    return path
+
+
+def visible_paths(root: Path) -> list[str]:
+    """What the sandbox sees, read-only: the system, the interpreter and its packages, and
+    the parts of the repository that the notebooks read (the package, the data and the
+    cached course task)."""
+    paths = [p for p in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+             if os.path.exists(p)]
+    packages = [x for x in sys.path if x and os.path.isdir(x) and Path(x).name in ("site-packages", "dist-packages")]
+    for p in sorted({sys.prefix, sys.base_prefix, os.path.realpath(sys.base_prefix),
+                     *(os.path.realpath(x) for x in packages)}):
+        p = os.path.realpath(p)
+        inside_root = Path(p).is_relative_to(root)
+        if not inside_root and not any(Path(p).is_relative_to(q) for q in paths):
+            paths.append(p)
+    paths += [str(root / part) for part in ("course_utils", "data", ".venv")
+              if (root / part).exists() and str(root / part) not in paths]
+    # the generated course task (load_synthetic's cache: seconds to build again in every sandbox)
+    paths += sorted(str(p) for p in (root / ".cache").glob("synthetic-*.json.gz"))
+    return paths
+
+
+def command(argv: list[str], work: Path, root: Path, limits: Limits, hide: list[Path] = (),
+            env: dict | None = None) -> tuple[list[str], int]:
+    """The bwrap command line that runs ``argv`` in the sandbox (``work`` bound at
+    ``/tmp/work``, this file at ``/tmp/grader``, environment ``env`` and nothing else) and
+    the uid it runs as; ``hide``: folders that must stay out of view even where they sit
+    inside a visible one. As root, bwrap sets up the mounts and ``setpriv`` then drops to a
+    user of the sandbox's own with no capabilities; otherwise a user namespace does it."""
+    shown = visible_paths(root)
+    as_root = os.geteuid() == 0
+    with _uid_lock:
+        uid = next(_uids) if as_root else os.getuid()
+    gid = uid if as_root else os.getgid()
+    cmd = ["prlimit", f"--as={limits.memory_bytes}", f"--nproc={limits.processes}",
+           f"--fsize={limits.file_bytes}", "--core=0", "--", bwrap()]
+    if as_root:
+        cmd += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    else:
+        cmd += ["--unshare-all", "--uid", str(uid), "--gid", str(gid)]
+    cmd += ["--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev",
+            "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    parents = sorted({str(a) for p in [*shown, f"{IN_SANDBOX_CODE}/x"] for a in Path(p).parents
+                      if str(a) != "/" and not any(Path(a).is_relative_to(q) for q in shown)},
+                     key=lambda a: a.count("/"))
+    for a in parents:  # folders on the way to what is bound: traversable, otherwise empty
+        cmd += ["--perms", "0755", "--dir", a]
+    for p in shown:
+        cmd += ["--ro-bind", p, p]
+    for h in [root, *hide]:
+        h = Path(h).resolve()
+        if any(h.is_relative_to(p) for p in shown):
+            cmd += ["--tmpfs", str(h)]
+            for p in shown:  # the parts of a hidden folder that stay visible, bound again
+                if Path(p).is_relative_to(h) and p != str(h):
+                    cmd += ["--ro-bind", p, p]
+    cmd += ["--bind", str(work), IN_SANDBOX_WORK,
+            "--ro-bind", str(Path(__file__).resolve()), f"{IN_SANDBOX_CODE}/grader_sandbox.py",
+            "--chdir", IN_SANDBOX_WORK, "--clearenv"]
+    base = {"HOME": "/tmp/home", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+            "JUPYTER_RUNTIME_DIR": "/tmp/home/runtime", "IPYTHONDIR": "/tmp/home/ipython",
+            "MPLCONFIGDIR": f"{IN_SANDBOX_WORK}/.cache", "MPLBACKEND": "Agg", "LANG": "C.UTF-8", "PYTHONNOUSERSITE": "1"}
+    for k, v in {**base, **(env or {})}.items():
+        cmd += ["--setenv", k, str(v)]
+    cmd += ["--"]
+    if as_root:
+        cmd += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
+                "--bounding-set=-all", "--no-new-privs"]
+    return cmd + list(argv), uid
+
+
+def run_notebook(nb, work: Path, root: Path, time_limit: float | None, timeout: int,
+                 sandbox: bool = True, limits: Limits | None = None, env: dict | None = None,
+                 hide: list[Path] = (), cpu: int | None = None) -> tuple["object", bool, str]:
+    """Execute ``nb`` in ``work`` (a fresh folder holding what the notebook reads), in the
+    sandbox unless ``sandbox`` is False, on CPU ``cpu`` only if given (so that a submission
+    that keeps every core busy slows no other); return (executed notebook or None, timed out,
+    what went wrong). The sandbox is killed, with every process in it, ``grace_seconds``
+    after the time limit."""
+    import nbformat
+    limits = limits or Limits()
+    work = Path(work)
+    (work / "out").mkdir(exist_ok=True)
+    nbformat.write(nb, work / "run.ipynb")
+    _seed_caches(work / ".cache")
+    inside = IN_SANDBOX_WORK if sandbox else str(work)
+    argv = [sys.executable, "-I" if sandbox else "-u",
+            f"{IN_SANDBOX_CODE}/grader_sandbox.py" if sandbox else str(Path(__file__).resolve()),
+            "run", f"{inside}/run.ipynb", f"{inside}/executed.ipynb", str(time_limit or 0), str(timeout),
+            str(limits.output_bytes)]
+    if sandbox:
+        cmd, uid = command(argv, work, root, limits, hide, env)
+        if os.geteuid() == 0:
+            for p in [work, *work.rglob("*")]:
+                os.chown(p, uid, uid)
+        full_env = None
+    else:
+        cmd, full_env = argv, {**os.environ, **(env or {})}
+    if cpu is not None and shutil.which("taskset"):
+        cmd = ["taskset", "--cpu-list", str(cpu), *cmd]
+    log = work.parent / f"{work.name}.log"
+    hard = (time_limit or 3600) + limits.grace_seconds
+    with open(log, "wb") as out:
+        child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True, env=full_env, cwd=str(work))
+        killed = False
+        try:
+            child.wait(timeout=hard)
+        except subprocess.TimeoutExpired:
+            killed = True
+            _kill(child)
+    tail = _tail(log)
+    done = work / "executed.done"
+    if killed:
+        return None, True, f"stopped after {hard:g} s (the sandbox and every process in it were killed)"
+    if child.returncode != 0 or not done.exists():
+        if not (work / "executed.started").exists() and "bwrap:" in tail:  # it never started
+            raise SandboxError(f"bwrap could not start the sandbox: {tail.strip().splitlines()[-1]}")
+        last = [line for line in tail.strip().splitlines() if line.strip()][-1:] or [f"exit status {child.returncode}"]
+        return None, False, f"the run ended without a result ({last[0][:200]})"
+    try:
+        timed_out = bool(json.loads(done.read_text()[:1000]).get("timed_out"))
+        path = work / "executed.ipynb"
+        if path.stat().st_size > limits.output_bytes * 4 + 8 * 2**20:
+            return None, timed_out, "the executed notebook came back larger than the output limit"
+        return nbformat.read(path, as_version=4), timed_out, ""
+    except Exception as err:  # noqa: BLE001  (what comes back is the student's to break)
+        return None, False, f"the executed notebook could not be read back ({type(err).__name__})"
+
+
+def _seed_caches(folder: Path) -> None:
+    """Matplotlib's font list, copied from the grader's cache (building it anew costs seconds)."""
+    folder.mkdir(exist_ok=True)
+    cache = Path(os.environ.get("MPLCONFIGDIR") or Path.home() / ".cache" / "matplotlib")
+    for f in cache.glob("fontlist-*.json") if cache.is_dir() else []:
+        shutil.copy(f, folder / f.name)
+
+
+def _kill(child) -> None:
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    child.wait()
+
+
+def _tail(path: Path, size: int = 4000) -> str:
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - size))
+        return f.read().decode("utf-8", "replace")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "run":
+        sys.exit(runner_main(sys.argv[2:]))
+    print(__doc__)

@@ -1,0 +1,239 @@
+"""Verdicts in the grader's own process: the student's answers as plain data against the
+reference answers the grader computes itself.
+
+An assignment's questions that are judged this way are described, beside its source
+notebook, in ``assignments/source/<name>/checks.py`` (lecturer's code, never shown to the
+sandbox): ``QUESTIONS``, test grade_id -> ``Question``. A question is a list of *calls*
+(plain data: a function name, arguments; for a class, the constructor's arguments and the
+weights to load) made on the grader's inputs, and a reference namespace (the same names,
+bound to the reference implementations). The sandbox makes the calls with the student's
+names (``grader_sandbox.probe``) and sends the results back as JSON; here the same calls
+are made with the reference names, and the two results compared: exactly for numbers,
+strings, tuples, lists and dicts (a tuple is not a list), with a tolerance for floating
+point tensors (dtype and shape must agree). No test code of the lecturer's, visible or
+hidden, runs in the student's process for these questions, and a hidden case's inputs and
+answers never appear in the feedback.
+
+Leaves out: gradients (a call returns values, not their backward pass).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import grader_sandbox
+
+
+@dataclass
+class Question:
+    """How one test cell is judged outside the sandbox."""
+    calls: Callable[[], list[dict]]          # the grader's inputs (each call may say "hidden": True)
+    reference: Callable[[], dict]            # name -> reference implementation
+    atol: float = 1e-5
+    rtol: float = 1.3e-6
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def cases(self) -> list[dict]:
+        if "calls" not in self._cache:
+            self._cache["calls"] = self.calls()
+        return self._cache["calls"]
+
+    def expected(self) -> list:
+        """The reference results (computed once, in this process), as plain data."""
+        if "expected" not in self._cache:
+            namespace = self.reference()
+            out = []
+            for call in self.cases():
+                value = grader_sandbox.run_call(namespace, _sendable(call))
+                out.append(grader_sandbox.decode(json.loads(json.dumps(grader_sandbox.encode(value)))))
+            self._cache["expected"] = out
+        return self._cache["expected"]
+
+
+@dataclass
+class TrainedModelQuestion:
+    """A question on the student's trained model (its checkpoint ``checkpoint``). The sandbox
+    runs the student's model class with the student's weights on real test sentences
+    (``calls(state)``, state: the checkpoint as loaded here, weights only); the grader
+    compares its outputs with the reference class given the same weights, then translates
+    with that reference model and scores the translations itself (``verdict(state)``)."""
+    checkpoint: str
+    calls: Callable[[dict], list[dict]]
+    reference: Callable[[], dict]
+    verdict: Callable[[dict], tuple[bool, str]]
+    problem: Callable[[dict], str]           # why a checkpoint cannot be graded ('' when it can)
+    atol: float = 1e-4
+    rtol: float = 1e-4
+
+    def expected_for(self, cases: list[dict]) -> list:
+        namespace = self.reference()
+        return [grader_sandbox.decode(json.loads(json.dumps(grader_sandbox.encode(
+            grader_sandbox.run_call(namespace, _sendable(call)))))) for call in cases]
+
+
+def load_checks(source_notebook: Path) -> dict[str, Question]:
+    """``QUESTIONS`` of the assignment's ``checks.py`` ({} when it has none)."""
+    path = Path(source_notebook).parent / "checks.py"
+    if not path.exists():
+        return {}
+    spec = importlib.util.spec_from_file_location(f"checks_{path.parent.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dict(module.QUESTIONS)
+
+
+def _sendable(call: dict) -> dict:
+    return {k: v for k, v in call.items() if k not in ("hidden", "message")}
+
+
+def inputs(cases: list[dict]) -> str:
+    """The JSON the probe reads in the sandbox: the calls, without the grader's notes."""
+    return json.dumps(grader_sandbox.encode([_sendable(c) for c in cases]))
+
+
+def judge(question, results_json: str | None, cases: list[dict] | None = None,
+          expected: list | None = None) -> tuple[bool, str]:
+    """(full marks?, why not) for what the sandbox sent back (None: nothing came back) to
+    ``cases`` (default: the question's own), against ``expected`` (default: its reference)."""
+    if results_json is None:
+        return False, "no answer came back from the sandbox for this question (the probe did not run)"
+    cases = question.cases() if cases is None else cases
+    try:
+        results = json.loads(results_json)
+        if not isinstance(results, list) or len(results) != len(cases):
+            return False, "the answers that came back do not match the questions asked"
+        expected = question.expected() if expected is None else expected
+        for i, (call, result, want) in enumerate(zip(cases, results, expected)):
+            case = "a hidden case" if call.get("hidden") else f"{_show_call(call)}"
+            if not isinstance(result, dict) or not ("value" in result or "error" in result):
+                return False, f"{case}: the answer that came back is not plain data"
+            if "error" in result:
+                return False, f"{case} raised {str(result['error'])[:200]}"
+            got = grader_sandbox.decode(result["value"])
+            why = difference(got, want, question.atol, question.rtol)
+            if why:
+                if call.get("message"):
+                    return False, f"{call['message']} ({why})"
+                return False, f"{case}: {why}" if not call.get("hidden") else f"{case}: wrong answer"
+        return True, ""
+    except Exception as err:  # noqa: BLE001  (what came back is the student's to forge)
+        return False, f"the answers that came back could not be read ({type(err).__name__})"
+
+
+def difference(got, want, atol: float, rtol: float, depth: int = 0) -> str:
+    """Why ``got`` is not ``want`` ('' when it is)."""
+    import torch
+    if type(got) is not type(want):
+        return f"expected a {type(want).__name__}, got a {type(got).__name__}"
+    if isinstance(want, torch.Tensor):
+        if got.dtype != want.dtype:
+            return f"expected dtype {want.dtype}, got {got.dtype}"
+        if got.shape != want.shape:
+            return f"expected shape {tuple(want.shape)}, got {tuple(got.shape)}"
+        if want.dtype.is_floating_point:
+            if not torch.allclose(got, want, atol=atol, rtol=rtol, equal_nan=True):
+                worst = (got - want).abs().nan_to_num(float("inf")).max().item()
+                return f"values differ (largest difference {worst:.3g})"
+        elif not torch.equal(got, want):
+            return "values differ"
+        return ""
+    if isinstance(want, float):
+        same = (math.isnan(got) and math.isnan(want)) or math.isclose(got, want, rel_tol=rtol, abs_tol=atol)
+        return "" if same else f"expected {want!r:.60}, got {got!r:.60}"
+    if isinstance(want, (list, tuple)):
+        if len(got) != len(want):
+            return f"expected {len(want)} items, got {len(got)}"
+        for g, w in zip(got, want):
+            why = difference(g, w, atol, rtol, depth + 1)
+            if why:
+                return why if depth else f"expected {_short(want)}, got {_short(got)}"
+        return ""
+    if isinstance(want, dict):
+        if set(got) != set(want):
+            return f"expected {_short(want)}, got {_short(got)}"
+        for k in want:
+            why = difference(got[k], want[k], atol, rtol, depth + 1)
+            if why:
+                return f"at {k!r}: {why}"
+        return ""
+    return "" if got == want else f"expected {_short(want)}, got {_short(got)}"
+
+
+def _short(x, n: int = 120) -> str:
+    text = repr(x)
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def _show_call(call: dict) -> str:
+    args = ", ".join(_short(a, 40) for a in call.get("args", []))
+    if "init" in call:
+        return f"{call['fn']}(...){'.' + call['method'] if call.get('method') else ''}({args})"
+    return f"{call['fn']}({args})"
+
+
+_data_lock = __import__("threading").Lock()
+_data: dict = {}
+
+
+def synthetic():
+    """(splits, train_data) of the course task, built once per process (the assignments'
+    data cell: ``load_synthetic()`` and ``TranslationData.build(splits.train)``)."""
+    with _data_lock:
+        if not _data:
+            from course_utils.data import TranslationData, load_synthetic
+            splits = load_synthetic()
+            _data["value"] = (splits, TranslationData.build(splits.train))
+    return _data["value"]
+
+
+def checkpoint_problem(state, config, checkpoint: str) -> str:
+    """Why the loaded checkpoint ``state`` does not fit the assignment's ``config`` ('' if it does)."""
+    from course_utils.training import _config_dict, _with_defaults
+    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
+        return f"{checkpoint} is not a checkpoint of the course (save_checkpoint)"
+    expected, found = _config_dict(config), _with_defaults(config, state.get("config") or {})
+    if expected != found:
+        return f"{checkpoint} was saved with another configuration"
+    _, data = synthetic()
+    if (state.get("extra") or {}).get("tgt_vocab") != data.tgt_vocab.to_list():
+        return f"{checkpoint} has another vocabulary"
+    return ""
+
+
+def model_outputs_call(fn: str, config_fn: str, config, state, message: str) -> dict:
+    """The call that runs the student's model class ``fn`` with the student's weights on 64
+    real test sentences, teacher-forced (the hidden test's twin check)."""
+    import dataclasses
+    splits, data = synthetic()
+    batch = data.with_pairs(splits.test[:64]).batch(range(64))
+    return {"fn": fn, "init": [{"$make": {"fn": config_fn, "args": [], "kwargs": dataclasses.asdict(config)}}],
+            "state": dict(state["model"]), "args": [batch.src, batch.src_lengths, batch.tgt[:, :-1]],
+            "hidden": True, "message": message}
+
+
+def translation_verdict(model) -> tuple[bool, str]:
+    """The test cell's thresholds, computed here with ``model`` (the reference class holding
+    the student's weights): BLEU > 90 on the first 200 test pairs; BLEU > 90 and exact match
+    > 0.8 on the next 300; exact match > 0.7 on 100 long sentences."""
+    from course_utils.data import tokenize
+    from course_utils.decoding import translate
+    from course_utils.metrics import bleu, exact_match
+    splits, data = synthetic()
+    model.eval()
+    pairs = splits.test[:200]
+    score = bleu(translate(model, data, pairs, device="cpu"), [tokenize(t) for _, t in pairs])
+    if not score > 90:
+        return False, f"BLEU {score:.1f} on the test sentences is too low (more than 90 needed)"
+    pairs = splits.test[200:500]
+    hyps, refs = translate(model, data, pairs, device="cpu"), [tokenize(t) for _, t in pairs]
+    if not (bleu(hyps, refs) > 90 and exact_match(hyps, refs) > 0.8):
+        return False, "a hidden case: BLEU or exact match on more test sentences is too low"
+    long = [p for p in splits.test if len(tokenize(p[0])) >= 20][:100]
+    if not exact_match(translate(model, data, long, device="cpu"), [tokenize(t) for _, t in long]) > 0.7:
+        return False, "a hidden case: exact match on long sentences is too low"
+    return True, ""

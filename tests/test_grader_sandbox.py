@@ -1,0 +1,307 @@
+"""The grader attacked as a student would (issue 33): each trick of the issue's table, in one
+folder graded once (two at a time, each in its bubblewrap sandbox, each run bounded by a
+time limit and the sandbox's memory and process limits), scores 0 or is contained, with the
+reason in the feedback; nothing outside the sandboxes changes; the CSV is safe to open in a
+spreadsheet. (Honest code with top-level loops, helper variables and prints scoring full
+marks is alice of tests/test_assignments.py's mixed folder.)
+"""
+
+import hashlib
+import os
+import shutil
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import test_assignments as T
+
+A, ROOT, SOURCE, RELEASE = T.A, T.ROOT, T.SOURCE, T.RELEASE
+TIME_LIMIT = 90  # seconds per submission (each runs in 5-50 here on a busy machine; none needs the limit)
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
+                                reason="bubblewrap is missing: apt-get install bubblewrap")
+
+
+def _release(name, **answers):
+    """The release notebook as handed out, with some answer cells (grade_id -> code) filled in."""
+    nb = nbformat.read(RELEASE / name / f"{name}.ipynb", as_version=4)
+    for cell in nb.cells:
+        if A.grade_id(cell) in answers:
+            cell.source = answers.pop(A.grade_id(cell))
+    assert not answers
+    return nb
+
+
+def _digest(paths):
+    """sha256 of every file under ``paths`` (path -> digest)."""
+    out = {}
+    for top in paths:
+        for p in sorted(Path(top).rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts:
+                out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _sandbox_processes():
+    """Processes still running as one of the sandboxes' users."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            uid = int(next(line for line in status.read_text().splitlines() if line.startswith("Uid:")).split()[1])
+        except (OSError, StopIteration, ValueError):
+            continue
+        if 61000 <= uid < 61500:
+            found.append(status.parent.name)
+    return found
+
+
+def _attacks(folder):
+    """The submissions: every row of the issue's table (the honest one with loops is alice, tests/test_assignments.py)."""
+    folder.mkdir()
+    where = repr(str(folder))
+    # every later cell, hidden tests included, becomes `pass`
+    # (through the IPython module: the answer check, which flags get_ipython(), does not see it)
+    nbformat.write(_release("a3_bpe", count_pairs="import IPython\nIPython.get_ipython().input_transformers_cleanup"
+                            ".append(lambda lines: ['pass\\n'])"), folder / "cleanup.ipynb")
+    # failures print nothing, with a wrong count_pairs
+    nbformat.write(T._solved_release("a3_bpe", count_pairs=lambda code: (
+        "from collections import Counter\ndef count_pairs(corpus):\n    return Counter()\n"
+        "import IPython\nIPython.get_ipython().set_custom_exc((BaseException,), lambda *a, **k: None)")),
+        folder / "quiet.ipynb")
+    # kill every process it can see (the grader, in the issue), after writing what a failed
+    # start of bwrap writes (a sandbox that cannot start stops the whole batch: this must not)
+    nbformat.write(T._solved_release("a3_bpe", count_pairs=T._append(
+        "import os, signal\nos.write(1, b\"bwrap: Can't mkdir /x: Read-only file system\\n\")\n"
+        "for _pid in os.listdir('/proc'):\n"
+        "    if _pid.isdigit() and int(_pid) != os.getpid():\n"
+        "        try:\n            os.kill(int(_pid), signal.SIGKILL)\n"
+        "        except OSError:\n            pass")), folder / "killer.ipynb")
+    # a detached process that waits for grades.csv to rewrite it and a classmate's feedback;
+    # edit a classmate's notebook, read the solutions and the classmates' answers, the limits
+    daemon = ("import os, time\n"
+              "for _ in range(600):\n    time.sleep(0.1)\n"
+              f"    if os.path.exists({str(folder / 'grades.csv')!r}):\n"
+              f"        open({str(folder / 'grades.csv')!r}, 'a').write('sneaky,a3_bpe,45\\n')\n"
+              f"        open({str(folder / 'feedback' / 'quiet.ipynb')!r}, 'w').write('0 points')\n"
+              "        break\n")
+    sneaky = (f"import os, socket, subprocess, sys\n_folder = {where}\n_root = {str(ROOT)!r}\n"
+              f"subprocess.Popen([sys.executable, '-c', {daemon!r}], start_new_session=True)\n"
+              "def _try(what, fn):\n    try:\n        fn()\n        print(what, 'DONE')\n"
+              "    except (OSError, MemoryError) as err:\n        print(what, 'REFUSED', type(err).__name__)\n"
+              "_try('edit classmate', lambda: open(os.path.join(_folder, 'quiet.ipynb'), 'w').write('{}'))\n"
+              "_try('read classmate', lambda: open(os.path.join(_folder, 'quiet.ipynb')).read())\n"
+              "_try('read solutions', lambda: open(os.path.join(_root, 'assignments/source/a3_bpe/a3_bpe.ipynb')).read())\n"
+              "_try('write package', lambda: open(os.path.join(_root, 'course_utils/bpe.py'), 'a').write('#'))\n"
+              "_try('allocate 7 GiB', lambda: bytearray(7 * 2**30))\n"
+              "_try('network', lambda: socket.create_connection(('8.8.8.8', 53), timeout=2))\n"
+              "_children = []\n"
+              "def _spawn():\n    for _ in range(400):\n"
+              "        _children.append(subprocess.Popen(['sleep', '30']))\n"
+              "_try('400 processes', _spawn)\nprint('processes started', len(_children))\n"
+              "print('CPUs', len(os.sched_getaffinity(0)))\n"
+              "for _c in _children:\n    _c.kill()\n    _c.wait()\n")
+    nbformat.write(T._solved_release("a3_bpe", count_pairs=T._append(sneaky)), folder / "sneaky.ipynb")
+    # unreadable code and metadata, and 256 MiB of output
+    nb = T._solved_release("a3_bpe", merge_pair=T._append("_x = " + " + ".join(["1"] * 1000)),
+                           encode_word=T._append("import sys\n_chunk = 'x' * 2**24\nfor _ in range(16):\n"
+                                                 "    sys.stdout.write(_chunk)"))
+    nb.cells[-1].metadata["nbgrader"] = {"grade_id": ["x"], "solution": True}
+    nbformat.write(nb, folder / "messy.ipynb")
+    # a2: tensors whose comparisons always agree, and a byte copy of the reference checkpoint
+    (folder / "copier").mkdir()
+    fake = ("class _Agree(torch.Tensor):\n    @classmethod\n"
+            "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+            "        out = super().__torch_function__(func, types, args, kwargs or {})\n"
+            "        if func in (torch.isclose, torch.Tensor.__eq__, torch.eq):\n"
+            "            return torch.ones_like(out, dtype=torch.bool).as_subclass(_Agree)\n"
+            "        if func in (torch.allclose, torch.equal):\n            return True\n"
+            "        return out\n\n"
+            "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+            "    z = torch.zeros(*q.shape[:-1], v.shape[-1]).as_subclass(_Agree)\n"
+            "    return z, torch.zeros(*q.shape[:-1], k.shape[-2]).as_subclass(_Agree)\n")
+    nbformat.write(T._solved_release("a2_transformer", attention=lambda code: fake), folder / "copier" / "a2_transformer.ipynb")
+    shutil.copy(SOURCE / "a2_transformer" / "transformer.pt", folder / "copier" / "transformer.pt")
+    (folder / "=2+3.txt").write_text("a spreadsheet formula as a name")
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("attacks") / "class"
+    _attacks(folder)
+    outside = [ROOT / "assignments", ROOT / "course_utils", ROOT / "scripts", ROOT / "data"]
+    before, inside = _digest(outside), _digest([folder])
+    start = time.perf_counter()
+    path, rows = A.grade_folder(folder, workers=2, time_limit=TIME_LIMIT)
+    seconds = time.perf_counter() - start
+    csv_text = path.read_text()
+    feedback = {p.stem: p.read_text() for p in (folder / "feedback").glob("*.ipynb")}
+    time.sleep(3)  # what a detached process would do after the grader returned
+    return {"folder": folder, "rows": {r.student: r for r in rows}, "csv": csv_text, "feedback": feedback,
+            "seconds": seconds, "before": before, "after": _digest(outside), "inside": inside,
+            "inside_after": _digest([folder]), "outside": outside}
+
+
+def _summary(attacked, student):
+    return nbformat.reads(attacked["feedback"][student], as_version=4).cells[0].source
+
+
+def test_in_kernel_tricks_score_nothing(attacked):
+    rows = attacked["rows"]
+    print(f"graded {len(rows)} submissions in {attacked['seconds']:.0f} s")
+    assert rows["cleanup"].flags == [] and rows["quiet"].flags == []  # unseen by the answer check
+    assert rows["cleanup"].total == 0 and rows["cleanup"].max_total == 9
+    assert "no answer came back from the sandbox" in _summary(attacked, "cleanup")
+    assert rows["quiet"].scores["test_count_pairs"] == 0
+    assert "| test_count_pairs | 0 / 1 |" in _summary(attacked, "quiet")
+    # tensors that agree with anything: the grader compares plain numbers in its own process
+    copier = rows["copier"]
+    assert copier.scores["test_attention"] == 0
+    assert "values differ" in _summary(attacked, "copier") or "expected" in _summary(attacked, "copier")
+
+
+def test_a_copy_of_the_reference_checkpoint_scores_zero_on_its_question(attacked):
+    copier = attacked["rows"]["copier"]
+    assert A.REFERENCE_CHECKPOINT in copier.flags and copier.scores["test_translation"] == 0
+    assert "the handed-in checkpoint is the reference one" in _summary(attacked, "copier")
+    # what does not depend on the broken attention still counts
+    assert copier.scores["test_masks"] == 2 and copier.scores["test_positional_encoding"] == 2
+
+
+def test_killing_every_visible_process_harms_only_the_killer(attacked):
+    rows = attacked["rows"]
+    assert rows["killer"].total == 0 and "the run ended without a result" in _summary(attacked, "killer")
+    assert rows["sneaky"].total == 9  # the rest of the class was graded, and the CSV written
+    assert len(attacked["csv"].splitlines()) == 1 + len(rows)
+
+
+def test_nothing_outside_the_sandboxes_changes(attacked):
+    assert attacked["after"] == attacked["before"], "the repository (sources, package, grader, data) changed"
+    folder = attacked["folder"]
+    assert {p: d for p, d in attacked["inside_after"].items() if "/feedback/" not in p
+            and not p.endswith("grades.csv")} == attacked["inside"], "a submission changed"
+    assert (folder / "grades.csv").read_text() == attacked["csv"], "grades.csv changed after grading"
+    assert {p.stem: p.read_text() for p in (folder / "feedback").glob("*.ipynb")} == attacked["feedback"]
+    if os.geteuid() == 0:
+        assert _sandbox_processes() == [], "a process of a sandbox outlived it"
+
+
+def test_the_sandbox_sees_and_may_do_nothing_else(attacked):
+    text = attacked["feedback"]["sneaky"]
+    for what in ("edit classmate", "read classmate", "read solutions", "write package", "allocate 7 GiB",
+                 "network", "400 processes"):
+        assert f"{what} REFUSED" in text, what
+    if len(os.sched_getaffinity(0)) >= 2:  # two workers, a CPU each: a busy submission slows no other
+        assert "CPUs 1" in text
+    row = attacked["rows"]["sneaky"]
+    assert row.total == 9 and row.error == ""  # contained: its answers are right, and earn what they earn
+
+
+def test_unreadable_code_bad_metadata_and_huge_output_are_one_row_s_problem(attacked):
+    row = attacked["rows"]["messy"]
+    assert row.assignment == "a3_bpe" and "hidden code" in row.flags
+    assert "code nested too deeply to be read" in _summary(attacked, "messy")
+    assert len(attacked["feedback"]["messy"]) < 8 * 2**20  # 256 MiB printed, a few MiB kept
+    assert "the grader kept the first 2 MiB of output" in attacked["feedback"]["messy"]
+
+
+def test_hidden_tests_never_reach_the_feedback(attacked):
+    hidden = [line.strip() for c in T._source("a3_bpe").cells
+              for region in T._regions(c.source, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+              for line in region.splitlines() if len(line.strip()) > 12]
+    for student, text in attacked["feedback"].items():
+        assert "BEGIN HIDDEN TESTS" not in text and "grader_sandbox" not in text, student
+        assert not [line for line in hidden if line in text and "_rng" in line], student
+
+
+def test_spreadsheet_formulas_are_escaped(attacked):
+    assert "\n'=2+3,,," in attacked["csv"]
+    rows = [A.Row("=SUM(A1)", error="-1 is not a notebook", flags=["@x", "+y"]), A.Row("+cmd"), A.Row("@a"),
+            A.Row("plain-name")]
+    lines = A.grades_csv(rows).splitlines()[1:]
+    assert lines == ["'+cmd,,,,,", "'=SUM(A1),,,,'@x; +y,'-1 is not a notebook", "'@a,,,,,", "plain-name,,,,,"]
+
+
+# ---- without running anything ------------------------------------------------------------
+
+def test_without_bwrap_the_grader_says_what_to_install(tmp_path, monkeypatch, capsys):
+    (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "erin.txt").write_text("notes")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(A.SandboxError, match=r"apt-get install bubblewrap.*--no-sandbox"):
+        A.grade_folder(tmp_path / "class")
+    assert A.main(["grade", str(tmp_path / "class")]) == 2
+    assert "bubblewrap" in capsys.readouterr().err
+    # trusted use only: every row says it was not sandboxed
+    _, rows = A.grade_folder(tmp_path / "class", sandbox=False)
+    assert [r.flags for r in rows] == [[A.NO_SANDBOX_FLAG]]
+    assert A.NO_SANDBOX_FLAG in (tmp_path / "class" / "grades.csv").read_text()
+
+
+def test_a_weight_identical_checkpoint_is_the_reference_one(tmp_path):
+    import torch
+    ref = SOURCE / "a2_transformer" / "transformer.pt"
+    shutil.copy(ref, tmp_path / "copy.pt")
+    assert A.same_weights(tmp_path / "copy.pt", ref)
+    state = torch.load(ref, map_location="cpu", weights_only=True)
+    state["extra"]["note"] = "saved again"  # other bytes, the same weights
+    torch.save(state, tmp_path / "resaved.pt")
+    assert (tmp_path / "resaved.pt").read_bytes() != ref.read_bytes() and A.same_weights(tmp_path / "resaved.pt", ref)
+    T._own_checkpoint(ref, tmp_path / "own.pt")
+    assert not A.same_weights(tmp_path / "own.pt", ref)
+    T._own_checkpoint(ref, tmp_path / "noisy.pt", noise=1e-6)  # a copy with a little noise is still a copy
+    assert A.same_weights(tmp_path / "noisy.pt", ref)
+    (tmp_path / "junk.pt").write_text("not a checkpoint")
+    assert not A.same_weights(tmp_path / "junk.pt", ref)
+
+
+def test_links_and_oversized_files_are_refused_before_anything_runs(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:the grader's secret")
+    (folder / "mallory.ipynb").symlink_to(secret)
+    (folder / "trudy").mkdir()
+    shutil.copy(RELEASE / "a2_transformer" / "a2_transformer.ipynb", folder / "trudy")
+    (folder / "trudy" / "transformer.pt").symlink_to(secret)
+    (folder / "huge.ipynb").write_bytes(b" " * (A.MAX_NOTEBOOK_BYTES + 1))
+    _, rows = A.grade_folder(folder, time_limit=TIME_LIMIT)
+    errors = {r.student: r.error for r in rows}
+    assert "symbolic link" in errors["mallory"] and "symbolic link" in errors["trudy"]
+    assert "expected at most 32 MiB" in errors["huge"]
+    assert "secret" not in (folder / "grades.csv").read_text()
+
+
+def test_forged_or_malformed_answers_score_nothing():
+    import json
+
+    import grader_verdicts
+    question = grader_verdicts.load_checks(SOURCE / "a3_bpe" / "a3_bpe.ipynb")["test_merge_pair"]
+    n = len(question.cases())
+    deep = "[" * 5000 + "]" * 5000
+    tensor = {"value": {"__tensor__": {"dtype": "float32", "shape": [10**9], "data": [1.0]}}}
+    for forged in (None, "not json", deep, json.dumps([{"value": 1}] * (n - 1)), json.dumps([tensor] * n),
+                   json.dumps([{"value": {"__dtype__": "manual_seed"}}] * n), json.dumps(["x"] * n)):
+        ok, why = grader_verdicts.judge(question, forged)
+        assert not ok and why, forged if forged is None else forged[:40]
+    # the right answers, sent back as plain data, do score
+    right = [{"value": grader_verdicts.grader_sandbox.encode(x)} for x in question.expected()]
+    assert grader_verdicts.judge(question, json.dumps(right)) == (True, "")
+
+
+@pytest.mark.parametrize("name", T.NAMES)
+def test_every_question_is_judged_outside_and_no_hidden_test_enters_the_sandbox(name):
+    source = T._source(name)
+    checks = A.questions_judged_outside(SOURCE / name / f"{name}.ipynb")
+    assert set(checks) == set(A.points(source)), "a test cell with no verdict outside the sandbox"
+    sent = A.to_run(A.assemble(T._solved_release(name), source).nb, checks, "/tmp/work", "/tmp/grader")
+    text = nbformat.writes(sent)
+    hidden = [line.strip() for c in source.cells
+              for region in T._regions(c.source, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+              for line in region.splitlines() if len(line.strip()) > 12]
+    visible = "\n".join(A.HIDDEN_TESTS.sub("", c.source) for c in source.cells)
+    assert "HIDDEN TESTS" not in text and hidden
+    assert [line for line in hidden if line not in visible and line in text] == []
+    probes = [c for c in sent.cells if A.PROBE in c.metadata]
+    assert sorted(c.metadata[A.PROBE] for c in probes) == sorted(checks)
