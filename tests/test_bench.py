@@ -34,7 +34,9 @@ def test_quick_bench_writes_the_table_and_json(tmp_path):
     assert all(r["ratio"] > 0 for r in report["attention"])
     assert report["bpe"]["same_merges"] is True and report["bpe"]["ratio"] > 0
     assert len(report["speedups"]) == 3 and all(r["speedup"] > 0 for r in report["speedups"])
-    for heading in ("## Notebooks", "## Models", "## Attention", "## BPE", "## Speed-ups"):
+    assert [r["model"] for r in report["loop"]] == ["03 ConvS2S (full)"]
+    assert all(r["tight_ms"] > 0 and r["train_ms"] > 0 and r["ratio"] > 0 for r in report["loop"])
+    for heading in ("## Notebooks", "## Models", "## The training loop", "## Attention", "## BPE", "## Speed-ups"):
         assert heading in md
     assert "no GPU" in md and "load average" in md
 
