@@ -69,10 +69,9 @@ def _is_generator_on_device(generator) -> bool:
 class _DeviceGenerator(torch.Generator):
     """What ``torch.Generator(device="cuda")`` gives under the check: a CPU generator that
     remembers it stands for the device's."""
-    device_stand_in = True
 
     @property
-    def device(self):  # noqa: D401
+    def device(self):
         return DEVICE
 
 

@@ -129,18 +129,11 @@ def main(argv=None) -> int:
         print(f"device check (COURSE_DEVICE=check: a CUDA GPU pretended on the CPU, {STEPS} training "
               f"steps per run): {len(notebooks)} notebooks, {len(assignments)} assignments, "
               f"{len(scripts)} scripts", flush=True)
-        jobs = [(check_notebook, p, "full") for p in notebooks] + [(check_notebook, p, "full") for p in assignments]
-        for fn, path, profile in jobs:
+        checks = [lambda p=p: check_notebook(p, env) for p in [*notebooks, *assignments]]
+        checks += [lambda name=name: check_script(name, env, out) for name in scripts]
+        for check in checks:
             started = time.perf_counter()
-            ok, text = fn(path, env, profile)
-            print(f"{text}  ({time.perf_counter() - started:.0f} s)", flush=True)
-            if not ok:
-                failures += 1
-                if not args.keep_going:
-                    return 1
-        for name in scripts:
-            started = time.perf_counter()
-            ok, text = check_script(name, env, out)
+            ok, text = check()
             print(f"{text}  ({time.perf_counter() - started:.0f} s)", flush=True)
             if not ok:
                 failures += 1
