@@ -121,7 +121,9 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
     # every sentence gets K rows: (batch * K, ...)
     memory = map_tensors(lambda t: t.repeat_interleave(K, dim=0), memory)
     state = map_tensors(lambda t: t.repeat_interleave(K, dim=0), state)
-    scores = torch.full((batch, K), float("-inf"), device=device)
+    # summed log-probs in the model's precision (a float64 copy of a model sums in float64)
+    dtype = next(model.parameters()).dtype
+    scores = torch.full((batch, K), float("-inf"), dtype=dtype, device=device)
     scores[:, 0] = 0.0  # at the start only one hypothesis is alive: <sos>
     prefixes = torch.empty(batch * K, 0, dtype=torch.long, device=device)
     attn = None  # (batch * K, steps so far, src_len): weights of the surviving rows

@@ -825,11 +825,14 @@ def gpt_generate(model, tokenizer, prompt: str = "It is a truth universally ackn
     trained GPT's continuation. Returns an ``Explorer`` with ``.prompt``, ``.temperature``,
     ``.top_k``, ``.top_p``, ``.seed``. Taught in: 07_gpt."""
     import ipywidgets as W
-    controls = {"prompt": W.Text(value=prompt, description="prompt", continuous_update=False,
-                                 layout=W.Layout(width="40em")),
-                "temperature": W.FloatSlider(value=0.8, min=0.0, max=2.0, step=0.05, description="temperature"),
-                "top_k": W.IntSlider(value=0, min=0, max=100, description="top-k (0 off)"),
-                "top_p": W.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top-p"),
-                "seed": W.IntSlider(value=0, min=0, max=20, description="seed")}
+    # each view is a generation (a forward pass per token): the sliders update on release,
+    # not at every value they pass while dragged (which queued a dozen generations)
+    slow = dict(continuous_update=False)
+    controls = {"prompt": W.Text(value=prompt, description="prompt", layout=W.Layout(width="40em"), **slow),
+                "temperature": W.FloatSlider(value=0.8, min=0.0, max=2.0, step=0.05, description="temperature",
+                                             **slow),
+                "top_k": W.IntSlider(value=0, min=0, max=100, description="top-k (0 off)", **slow),
+                "top_p": W.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top-p", **slow),
+                "seed": W.IntSlider(value=0, min=0, max=20, description="seed", **slow)}
     return explorer(controls, lambda prompt, temperature, top_k, top_p, seed: gpt_generate_html(
         model, tokenizer, prompt, temperature, top_k, top_p, seed, max_new_tokens))

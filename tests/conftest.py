@@ -20,6 +20,9 @@ import course_utils  # noqa: E402,F401  (sets OMP_WAIT_POLICY before torch loads
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))  # foreign_arithmetic
 from foreign_arithmetic import GUARD_KEYS  # noqa: E402
+from kernel_sockets import use_unix_sockets  # noqa: E402
+
+use_unix_sockets()   # kernels started side by side cannot pick the same TCP port (see the module)
 
 
 @pytest.fixture(autouse=True)
