@@ -23,7 +23,7 @@ export PYTHONHASHSEED ?= 0
 export HF_HUB_OFFLINE = 1
 export TRANSFORMERS_OFFLINE = 1
 
-.PHONY: install lab test unit nbval notebooks data clean distclean slides browser-test device-check
+.PHONY: install lab test unit nbval notebooks data clean distclean slides browser-test device-check install-check
 
 install: $(STAMP)
 
@@ -38,6 +38,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip check
 	$(PY) -c 'import torch; print("torch", torch.__version__)'
 	touch $(STAMP)
+
+# The README's set-up without make, run as written in a fresh venv, then 00 executed with it
+# (about 1-2 minutes with pip's wheels at hand; not part of `make test`).
+install-check:
+	$(PYTHON) scripts/install_check.py
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) $(LAB_ARGS)
