@@ -237,3 +237,22 @@ def translation_verdict(model) -> tuple[bool, str]:
     if not exact_match(translate(model, data, long, device="cpu"), [tokenize(t) for _, t in long]) > 0.7:
         return False, "a hidden case: exact match on long sentences is too low"
     return True, ""
+
+
+def translation_question(checkpoint: str, student_class: str, config_class: str, config: Callable,
+                         build: Callable, reference: Callable[[], dict]) -> TrainedModelQuestion:
+    """The trained translation model of an assignment, judged as ``TrainedModelQuestion`` says:
+    the student's ``student_class`` (built from ``config_class`` with ``config()``'s fields)
+    holding the student's weights must give the reference model's outputs; ``build(config())``
+    is that reference model, which then translates for ``translation_verdict``."""
+    def calls(state):
+        return [model_outputs_call(student_class, config_class, config(), state,
+                                   "with the same weights, your model and the reference one disagree")]
+
+    def verdict(state):
+        model = build(config())
+        model.load_state_dict(state["model"])
+        return translation_verdict(model)
+
+    return TrainedModelQuestion(checkpoint, calls, reference, verdict,
+                                lambda state: checkpoint_problem(state, config(), checkpoint))

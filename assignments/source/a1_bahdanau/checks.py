@@ -9,7 +9,7 @@ class holding those weights and computes BLEU itself. Keep the cases in step wit
 cells of a1_bahdanau.ipynb (nbgrader still runs those)."""
 
 import grader_verdicts
-from grader_verdicts import Question, TrainedModelQuestion
+from grader_verdicts import Question
 
 
 def reference():
@@ -112,23 +112,15 @@ def config():
                          bidirectional=True, attention="additive", attn_size=64, dropout=0.1)
 
 
-def translation_calls(state):
-    return [grader_verdicts.model_outputs_call("AttentionSeq2Seq", "Seq2SeqConfig", config(), state,
-                                               "with the same weights, your model and the reference one disagree")]
-
-
-def translation_verdict(state):
+def _reference_model(cfg):
     from course_utils.seq2seq import Seq2Seq
-    model = Seq2Seq(config())
-    model.load_state_dict(state["model"])
-    return grader_verdicts.translation_verdict(model)
+    return Seq2Seq(cfg)
 
 
 QUESTIONS = {
     "test_additive_attention": Question(attention_calls, reference),
     "test_decoder_step": Question(decoder_calls, reference),
     "test_loss": Question(loss_calls, reference),
-    "test_translation": TrainedModelQuestion(
-        "bahdanau.pt", translation_calls, reference, translation_verdict,
-        lambda state: grader_verdicts.checkpoint_problem(state, config(), "bahdanau.pt")),
+    "test_translation": grader_verdicts.translation_question(
+        "bahdanau.pt", "AttentionSeq2Seq", "Seq2SeqConfig", config, _reference_model, reference),
 }

@@ -8,7 +8,7 @@ computes BLEU itself. Keep the cases in step with the test cells of a2_transform
 (nbgrader still runs those)."""
 
 import grader_verdicts
-from grader_verdicts import Question, TrainedModelQuestion
+from grader_verdicts import Question
 
 
 def _call(fn, *args, hidden=False, **extra):
@@ -182,16 +182,9 @@ def config():
                              num_encoder_layers=2, num_decoder_layers=2, d_ff=128, dropout=0.0)
 
 
-def translation_calls(state):
-    return [grader_verdicts.model_outputs_call("Transformer", "TransformerConfig", config(), state,
-                                               "with the same weights, your model and the reference one disagree")]
-
-
-def translation_verdict(state):
+def _reference_model(cfg):
     from course_utils.transformer import Transformer
-    model = Transformer(config())
-    model.load_state_dict(state["model"])
-    return grader_verdicts.translation_verdict(model)
+    return Transformer(cfg)
 
 
 QUESTIONS = {
@@ -203,7 +196,6 @@ QUESTIONS = {
     "test_decoder_layer": Question(decoder_calls, reference),
     "test_transformer": Question(transformer_calls, reference),
     "test_loss": Question(loss_calls, reference),
-    "test_translation": TrainedModelQuestion(
-        "transformer.pt", translation_calls, reference, translation_verdict,
-        lambda state: grader_verdicts.checkpoint_problem(state, config(), "transformer.pt")),
+    "test_translation": grader_verdicts.translation_question(
+        "transformer.pt", "Transformer", "TransformerConfig", config, _reference_model, reference),
 }
