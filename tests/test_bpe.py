@@ -105,16 +105,15 @@ SPACES = [" ", "  ", "\n", "\t", "\r\n", "\u00a0", "\u2028", "\u3000"]
 
 def random_string(rng, max_len=40):
     """Code points from ten ranges (ASCII, control characters, Latin, combining accents,
-    Cyrillic, CJK, Hangul, emoji, the private use area, every plane above the first) and odd
-    spaces; no surrogates, which have no UTF-8 form."""
+    Cyrillic, CJK, Hangul, emoji, the private use area, every plane above the first; none
+    holds a surrogate) mixed with odd spaces."""
     out = []
     for _ in range(rng.randint(0, max_len)):
         if rng.random() < 0.2:
             out.append(rng.choice(SPACES))
         else:
             lo, hi = rng.choice(RANGES)
-            c = rng.randint(lo, hi)
-            out.append(chr(c if not 0xD800 <= c <= 0xDFFF else 0x41))
+            out.append(chr(rng.randint(lo, hi)))
     return "".join(out)
 
 
@@ -131,6 +130,43 @@ def test_byte_level_round_trip_on_random_strings(byte_tokenizer):
         assert byte_tokenizer.decode(ids) == s, repr(s)
         assert "".join(bpe.pretokenize(s)) == s
     assert "[UNK]" not in byte_tokenizer.vocab
+
+
+#: Every Unicode scalar value: U+0000 to U+10FFFF without the surrogates U+D800-DFFF.
+SCALAR_VALUES = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+#: Byte values that never occur in valid UTF-8.
+NOT_IN_UTF8 = {0xC0, 0xC1, *range(0xF5, 0x100)}
+
+
+def test_byte_level_round_trip_on_every_unicode_scalar_value(byte_tokenizer):
+    assert len(SCALAR_VALUES) == 1_112_064
+    chunk = 4096  # long strings: a few seconds in all, and long runs for the pre-tokeniser
+    strings = ["".join(map(chr, SCALAR_VALUES[i:i + chunk])) for i in range(0, len(SCALAR_VALUES), chunk)]
+    assert sum(map(len, strings)) == len(SCALAR_VALUES)
+    seen_bytes = set()
+    for s in strings:
+        ids = byte_tokenizer.encode(s)
+        assert all(0 <= i < len(byte_tokenizer) for i in ids)
+        assert byte_tokenizer.decode(ids) == s, ascii(s[:20])
+        assert "".join(bpe.pretokenize(s)) == s
+        seen_bytes.update(s.encode("utf-8"))
+    assert seen_bytes == set(range(256)) - NOT_IN_UTF8  # every byte value valid UTF-8 uses
+
+
+def test_every_byte_value_is_a_token_and_maps_back(byte_tokenizer):
+    table = bpe.bytes_to_unicode()
+    assert sorted(table) == list(range(256)) and len(set(table.values())) == 256
+    raw = bytes(range(256))
+    chars = "".join(table[b] for b in raw)  # each byte as its printable character
+    ids = [byte_tokenizer.vocab[c] for c in chars]  # every byte is in the vocabulary
+    assert len(set(ids)) == 256
+    decoded = bpe.from_byte_chars(chars, errors="surrogateescape")
+    assert decoded.encode("utf-8", "surrogateescape") == raw
+    for b in NOT_IN_UTF8:  # a byte that is never valid UTF-8 decodes to U+FFFD
+        assert byte_tokenizer.decode([byte_tokenizer.vocab[table[b]]]) == "\ufffd"
+    for b in range(0x80):  # ASCII: one byte, one character, and back to the same id
+        assert byte_tokenizer.decode([ids[b]]) == chr(b)
+        assert byte_tokenizer.encode(chr(b)) == [ids[b]]
 
 
 def test_byte_level_tokens_are_shorter_on_english_than_bytes(byte_tokenizer, austen):
