@@ -335,9 +335,10 @@ class Transformer(nn.Module):
         """One word: log-probabilities of the next word (batch, vocab), the new state and the
         last layer's cross-attention for this word, mean over heads (batch, s).
 
-        Only the newest position is computed: earlier positions never change (they cannot
-        see later ones), so each layer keeps its inputs so far as keys and values. The
-        result equals the teacher-forced pass over the whole prefix."""
+        Only the newest position goes through the layers: earlier positions never change
+        (they cannot see later ones), so each layer keeps its inputs so far, from which its
+        keys and values are projected again at every step (07's key/value cache keeps the
+        projections instead). The result equals the teacher-forced pass over the whole prefix."""
         t = state["tokens"].shape[1]
         y = self._embed(prev_tokens.unsqueeze(1), self.tgt_embedding, self.tgt_position, offset=t)
         layers = []
