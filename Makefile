@@ -94,8 +94,8 @@ browser-test: $(STAMP)
 # The device check: every notebook, every assignment's source notebook and every script that
 # trains, on this CPU as if a CUDA GPU were there (COURSE_DEVICE=check, 2 steps per training
 # run); stops at the first device mistake with the cell or line, the shapes and the fix.
-# NOTEBOOKS=... narrows it. `make test` runs it on the notebooks inside the browser run (or
-# the smoke test) and on the scripts and assignments in tests/test_devicecheck.py.
+# NOTEBOOKS=... narrows it. `make test` runs its unit tests (tests/test_devicecheck.py) and,
+# where Chromium is missing, the smoke test under it; not the browser run (see tests/browser.py).
 device-check: $(STAMP)
 	$(NATIVE_ENV) COURSE_NUM_THREADS=1 $(PY) scripts/device_check.py $(NOTEBOOKS)
 
