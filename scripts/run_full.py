@@ -66,12 +66,15 @@ def write_summary(out: Path, rows: list[dict]) -> str:
 #: docs/BENCHMARKS.md has the tables.
 MEASURED_MINUTES = {
     "cpu": {"03_convs2s": 21},   # 2026-11-25, with three other jobs on the two cores (ConvS2S alone: ~5 min of it)
-    "cuda": {},                  # no notebook ran to its end on the H100 yet (docs/BENCHMARKS.md)
+    "cuda": {"03_convs2s": 3},   # 2026-11-25, one H200, nine notebooks at once (157 s); the only one to reach its end
 }
-#: what is known to take long in the full profile today (the recipes not yet redesigned)
+#: what is known to take long in the full profile today (the recipes not yet redesigned); the
+#: per-step figures are of one H200, each model alone (docs/BENCHMARKS.md, "On a GPU")
 KNOWN_LONG = {"05_bert": "pre-trains 20,000 steps from scratch: about 15 h on a 2-core CPU, 17 min on an H100",
-              "04_transformer": "6,000 steps of the main fit at ~48 ms/step on an H100",
-              "06_bpe": "two models of 6,000 steps at ~89 ms/step on an H100"}
+              "04_transformer": "6,000 steps of the main fit at ~21 ms/step on an H200, then the side-by-side runs",
+              "06_bpe": "two models of 6,000 steps at ~89 ms/step on an H100",
+              "02_bahdanau_attention": "3 x 3,000 + 4 x 1,000 steps at ~46 ms/step on an H200: about 10 min",
+              "08_vision_transformer": "5 seeds x 3 models x 3,000 steps before the sweeps: over 5 min on an H200"}
 
 
 def expected_time(notebooks: list[Path], device: str) -> str:
