@@ -1,9 +1,9 @@
 """The shipped novels as tasks for 05_bert and 07_gpt (the text itself comes from
 ``course_utils.data.load_english_text``).
 
-- sentences and next-sentence pairs: ``split_sentences``, ``chapter_documents`` (one NSP
-  "document" per chapter), ``nsp_pairs`` (50 % true next sentence, 50 % a sentence of
-  another document);
+- sentences and next-sentence pairs: ``split_sentences``, ``chapter_documents`` (NSP
+  "documents": runs of consecutive paragraphs of one chapter), ``nsp_pairs`` (50 % true
+  next sentence, 50 % a sentence of another document);
 - a train/test split by paragraph: ``split_paragraphs``;
 - two fine-tuning tasks: ``book_passages`` (which novel a passage comes from) and
   ``name_tagging`` (which words are character names, from the name lists
@@ -58,12 +58,21 @@ def nsp_pairs(documents: Sequence[Sequence[str]], num_pairs: int, seed: int = 0
 
 
 def chapter_documents(paragraphs) -> list[list[str]]:
-    """The novels as NSP 'documents': one list of sentences per chapter. Taught in: 05_bert."""
-    documents: dict = {}
-    for p in paragraphs:
-        if p.chapter > 0:  # chapter 0 holds title lines
-            documents.setdefault((p.book, p.chapter), []).extend(split_sentences(p.text))
-    return [d for d in documents.values() if d]
+    """The novels as NSP 'documents': lists of sentences that follow each other in the text.
+    A document is a run of consecutive paragraphs of one chapter: where a paragraph is
+    missing (``split_paragraphs`` held it out, or it was never given), the run ends, so that
+    a sentence's successor in its document is always its successor in the novel. Chapter 0
+    (title lines) is left out. The paragraphs are taken to be distinct (as
+    ``split_paragraphs`` gives them). Taught in: 05_bert."""
+    documents: list[list[str]] = []
+    previous = None
+    for p in sorted((p for p in paragraphs if p.chapter > 0), key=lambda p: (p.book, p.paragraph)):
+        sentences = split_sentences(p.text)
+        if previous != (p.book, p.chapter, p.paragraph - 1):
+            documents.append([])
+        documents[-1].extend(sentences)
+        previous = (p.book, p.chapter, p.paragraph)
+    return [d for d in documents if d]
 
 
 # -- fine-tuning tasks ---------------------------------------------------------------------
