@@ -62,10 +62,15 @@ def test_ignored_outputs_are_followed_by_an_assert(path):
                 f"cell {i} ignores its output but nothing asserts what matters"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+ASSIGNMENTS = sorted((Path(__file__).resolve().parent.parent / "assignments").glob("*/*/*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + ASSIGNMENTS,
+                         ids=lambda p: p.name if p.parent.name == "notebooks" else f"{p.parts[-3]}/{p.name}")
 def test_course_utils_is_imported_before_any_third_party_module(path):
     """torch reads OMP_WAIT_POLICY once, when it loads: course_utils must come first so that
-    the notebook may use every core without the 2-core stall (course_utils.runtime)."""
+    the notebook may use every core without the 2-core stall (course_utils.runtime); in the
+    assignments' source and release notebooks too (students run those in the same lab)."""
     import ast
     import sys
     first_code = next(c for c in _cells(path) if c["cell_type"] == "code")
