@@ -4,9 +4,15 @@ Taught in: 01_seq2seq_bottleneck (written), read by 02-04 for the common compari
 Leaves out: experiment tracking (runs, hyperparameter search).
 
 A notebook saves its model's numbers with ``save_results`` into
-``results/<profile>/<name>.json`` (committed, refreshed by ``make notebooks``); a later
-notebook plots every saved model next to its own with ``load_results``. Numbers are
-rounded to 4 decimals so that a re-run on another machine rarely changes the file.
+``<results>/<profile>/<name>.json``; a later notebook plots every saved model next to its
+own with ``load_results``. Numbers are rounded to 4 decimals so that a re-run on another
+machine rarely changes the file. Where ``<results>`` is:
+
+- ``$COURSE_RESULTS_DIR`` when it is set (``make notebooks`` sets it to the committed
+  ``results/``, the tests to a copy of it, ``make full`` to its build folder);
+- otherwise ``build/results/``, which git ignores: a student running a notebook never
+  changes a tracked file (no conflict at the next ``git pull``), and ``load_results`` reads
+  a model from there if this machine trained it, else the committed ``results/``.
 """
 
 from __future__ import annotations
@@ -20,11 +26,26 @@ from typing import Sequence
 from course_utils.runtime import profile as active_profile
 
 
+#: the committed results (refreshed by ``make notebooks``) and where a notebook run saves
+#: by default (ignored by git)
+SHIPPED = Path(__file__).resolve().parent.parent / "results"
+LOCAL = Path(__file__).resolve().parent.parent / "build" / "results"
+
+
 def results_dir(profile: str | None = None) -> Path:
-    """Folder of saved results for a profile: ``$COURSE_RESULTS_DIR`` or ``results/``."""
-    root = Path(os.environ.get("COURSE_RESULTS_DIR",
-                               Path(__file__).resolve().parent.parent / "results"))
-    return root / (profile or active_profile())
+    """Folder that ``save_results`` writes for a profile: ``$COURSE_RESULTS_DIR/<profile>``
+    if set, else ``build/results/<profile>`` (never the committed ``results/``)."""
+    root = os.environ.get("COURSE_RESULTS_DIR")
+    return (Path(root) if root else LOCAL) / (profile or active_profile())
+
+
+def _search_dirs(profile: str | None) -> list[Path]:
+    """Where ``load_results`` looks, first match wins: the folder ``save_results`` writes,
+    then, without ``$COURSE_RESULTS_DIR``, the committed results."""
+    first = results_dir(profile)
+    if os.environ.get("COURSE_RESULTS_DIR"):
+        return [first]
+    return [first, SHIPPED / (profile or active_profile())]
 
 
 def _rounded(value):
@@ -57,15 +78,24 @@ def save_results(name: str, by_length: Sequence[dict], profile: str | None = Non
 
 
 def load_results(names: Sequence[str] | None = None, profile: str | None = None) -> dict[str, dict]:
-    """Saved records by name (all of the profile's, or just ``names``, in that order)."""
-    folder = results_dir(profile)
+    """Saved records by name (all of the profile's, or just ``names``, in that order); a
+    model saved on this machine comes before the committed one of the same name."""
+    folders = _search_dirs(profile)
     if names is None:
-        paths = sorted(folder.glob("*.json"))
+        found: dict[str, Path] = {}
+        for folder in reversed(folders):          # the first folder overrides
+            found.update({p.stem: p for p in folder.glob("*.json")})
+        paths = [found[n] for n in sorted(found)]
     else:
-        paths = [folder / f"{n}.json" for n in names]
-        missing = [p.name for p in paths if not p.exists()]
+        paths, missing = [], []
+        for n in names:
+            path = next((f / f"{n}.json" for f in folders if (f / f"{n}.json").exists()), None)
+            if path is None:
+                missing.append(f"{n}.json")
+            paths.append(path)
         if missing:
-            raise FileNotFoundError(f"no saved results {missing} in {folder}; run the notebook "
+            where = " or ".join(str(f) for f in folders)
+            raise FileNotFoundError(f"no saved results {missing} in {where}; run the notebook "
                                     "that trains those models first")
     records = {}
     for path in paths:

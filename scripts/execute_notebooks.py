@@ -4,7 +4,8 @@ Usage: python scripts/execute_notebooks.py notebooks/00_welcome.ipynb [...]
 Runs each notebook top to bottom in its own folder with the current Python's kernel,
 in the fast profile unless COURSE_PROFILE says otherwise, and prints the wall time.
 A notebook that raises is still written (so the error can be read) and the script
-exits non-zero.
+exits non-zero. The results the notebooks save go to the committed results/ (unless
+COURSE_RESULTS_DIR says otherwise): the stored outputs and the stored results stay one run.
 """
 
 import argparse
@@ -40,6 +41,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     args = parser.parse_args()
     os.environ.setdefault("COURSE_PROFILE", "fast")
+    os.environ.setdefault("COURSE_RESULTS_DIR", str(Path(__file__).resolve().parent.parent / "results"))
     failed = []
     for path in args.notebooks:
         try:

@@ -28,3 +28,38 @@ def test_bad_names_rows_and_missing_results(tmp_path, monkeypatch):
         save_results("x", [{"bucket": "0-9", "exact_match": 1.0}])
     with pytest.raises(FileNotFoundError, match=r"no saved results \['nope.json'\]"):
         load_results(["nope"], profile="fast")
+
+
+def test_a_notebook_run_never_writes_the_committed_results(tmp_path, monkeypatch):
+    """Without COURSE_RESULTS_DIR a run saves under build/results/ (ignored by git) and reads
+    its own models first, the committed results/ for the rest."""
+    from course_utils import results
+    monkeypatch.delenv("COURSE_RESULTS_DIR", raising=False)
+    shipped, local = tmp_path / "results", tmp_path / "build" / "results"
+    monkeypatch.setattr(results, "SHIPPED", shipped)
+    monkeypatch.setattr(results, "LOCAL", local)
+    (shipped / "fast").mkdir(parents=True)
+    for name in ("a", "b"):
+        (shipped / "fast" / f"{name}.json").write_text(
+            '{"name": "%s", "bleu": 1.0, "by_length": [{"bucket": "0-9", "count": 1, "bleu": 1.0, '
+            '"exact_match": 1.0}]}' % name)
+    before = {p: p.read_text() for p in shipped.rglob("*.json")}
+    path = save_results("b", ROWS, profile="fast", bleu=2.0)
+    assert path == local / "fast" / "b.json"
+    assert {p: p.read_text() for p in shipped.rglob("*.json")} == before     # untouched
+    loaded = load_results(profile="fast")
+    assert list(loaded) == ["a", "b"] and loaded["a"]["bleu"] == 1.0 and loaded["b"]["bleu"] == 2.0
+    assert load_results(["b", "a"], profile="fast")["b"]["bleu"] == 2.0
+    with pytest.raises(FileNotFoundError, match=r"no saved results \['c.json'\] in .*build.* or .*results"):
+        load_results(["c"], profile="fast")
+
+
+def test_the_default_folder_is_ignored_by_git():
+    import subprocess
+    from course_utils.results import LOCAL, SHIPPED
+    repo = SHIPPED.parent
+    if not (repo / ".git").exists():
+        pytest.skip("not a git checkout")
+    probe = LOCAL / "fast" / "x.json"
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=repo).returncode
+    assert ignored == 0, f"{probe} is not ignored by git"
