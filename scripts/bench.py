@@ -527,6 +527,9 @@ def render(report: dict) -> str:
             out.append(f"| {r['model']} | {r['parameters']:,} | {r['tight_ms']:.1f} | {r['train_ms']:.1f} | "
                        f"{r['ratio']:.2f} |")
         out.append("")
+    full_cpu = report.get("full_cpu")
+    if full_cpu:
+        out += [f"## The full profile on a CPU: {full_cpu['machine']}", "", full_cpu["text"], ""]
     gpu = report.get("gpu")
     if gpu:
         out += [f"## On a GPU: {gpu['device']}", "", gpu["text"], ""]

@@ -65,7 +65,7 @@ def write_summary(out: Path, rows: list[dict]) -> str:
 #: notebooks at once, so these overstate a notebook run alone). None: not measured yet.
 #: docs/BENCHMARKS.md has the tables.
 MEASURED_MINUTES = {
-    "cpu": {"03_convs2s": 21},   # 2026-11-25, with three other jobs on the two cores (ConvS2S alone: ~5 min of it)
+    "cpu": {"00_welcome": 1, "03_convs2s": 6},   # 2026-11-25, one thread, one other job beside it (329 s)
     "cuda": {"03_convs2s": 3},   # 2026-11-25, one H200, nine notebooks at once (157 s); the only one to reach its end
 }
 #: what is known to take long in the full profile today (the recipes not yet redesigned); the
