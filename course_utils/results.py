@@ -28,8 +28,9 @@ from course_utils.runtime import profile as active_profile
 
 #: the committed results (refreshed by ``make notebooks``) and where a notebook run saves
 #: by default (ignored by git)
-SHIPPED = Path(__file__).resolve().parent.parent / "results"
-LOCAL = Path(__file__).resolve().parent.parent / "build" / "results"
+_ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = _ROOT / "results"
+LOCAL = _ROOT / "build" / "results"
 
 
 def results_dir(profile: str | None = None) -> Path:

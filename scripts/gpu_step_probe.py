@@ -15,42 +15,82 @@ import torch
 from course_utils import convs2s as C, data, gpt as G, transformer as T, vit as V
 from course_utils.seq2seq import Seq2Seq, Seq2SeqConfig, seq2seq_loss
 from course_utils.training import train
-dev = torch.device(os.environ.get("PROBE_DEVICE", "cuda"))
-N = int(os.environ.get("PROBE_STEPS", "40"))
-sync = (lambda: torch.cuda.synchronize()) if dev.type == "cuda" else (lambda: None)
-splits = data.load_synthetic()
-td = data.TranslationData.build(splits.train)
-Vs, Vt = len(td.src_vocab), len(td.tgt_vocab)
-rows = {}
-def timed(name, build, loss_fn, batches_of, bs):
+
+DEVICE = torch.device(os.environ.get("PROBE_DEVICE", "cuda"))
+STEPS = int(os.environ.get("PROBE_STEPS", "40"))
+WARMUP = 5
+
+
+def ms_per_step(run) -> float:
+    """``run(steps, warm_up)`` trains that many steps; the milliseconds of one step after
+    ``WARMUP`` steps of warm-up, the device synchronised around the timed ones."""
+    sync = torch.cuda.synchronize if DEVICE.type == "cuda" else (lambda: None)
+    run(WARMUP, True)
+    sync()
+    started = time.perf_counter()
+    run(STEPS, False)
+    sync()
+    return 1000 * (time.perf_counter() - started) / STEPS
+
+
+def seq_run(build, loss_fn, batches):
+    """A ``run`` for ``ms_per_step``: the model trains with Adam on ``batches`` (on the device),
+    the warm-up on the first ``WARMUP``, the timed steps on the next ``STEPS``."""
     torch.manual_seed(0)
-    m = build().to(dev)
-    opt = torch.optim.Adam(m.parameters(), lr=1e-4)
-    bt = [b.to(dev) if hasattr(b, "to") else b for b in batches_of(bs)[: N + 5]]
-    train(m, bt[:5], loss_fn, opt, max_steps=5, progress=False); sync()
-    t = time.perf_counter(); train(m, bt[5:5 + N], loss_fn, opt, max_steps=N, progress=False); sync()
-    ms = 1000 * (time.perf_counter() - t) / N
-    rows[f"{name} b{bs}"] = round(ms, 2); print(f"{name} b{bs}: {ms:.1f} ms/step", flush=True)
-tb = lambda bs: td.batches(bs, shuffle=True, seed=0)
-for bs in (64, 256):
-    timed("01 fixed d256", lambda: Seq2Seq(Seq2SeqConfig(Vs, Vt, emb_size=64, hidden_size=256)), seq2seq_loss, tb, bs)
-    timed("02 additive h128 bi", lambda: Seq2Seq(Seq2SeqConfig(Vs, Vt, emb_size=64, hidden_size=128, bidirectional=True, attention="additive")), seq2seq_loss, tb, bs)
-for bs in (128, 512):
-    timed("04 T full", lambda: T.Transformer(T.FULL.model_config(Vs, Vt)), T.transformer_loss, tb, bs)
-for bs in (64, 256):
-    timed("04 compare full", lambda: T.Transformer(T.COMPARE_FULL.model_config(Vs, Vt)), T.transformer_loss, tb, bs)
-    timed("03 ConvS2S full", lambda: C.ConvS2S(C.FULL.model_config(Vs, Vt)), seq2seq_loss, tb, bs)
-tokens = torch.randint(0, 2000, (200_000,), generator=torch.Generator().manual_seed(0))
-for bs in (64, 256):
-    timed("07 GPT full", lambda: G.GPT(G.FULL.model_config(2000)), G.lm_loss,
-          lambda b: [G.random_windows(tokens, G.FULL.max_len, b, torch.Generator().manual_seed(i)) for i in range(N + 5)], bs)
-digits = data.load_digit_images()
-for bs in (64, 256):
-    for name, build in (("08 ViT full", lambda: V.ViT(V.FULL.model_config())), ("08 CNN", V.small_cnn), ("08 MLP", V.mlp)):
-        torch.manual_seed(0); m = build().to(dev)
-        r = replace(V.FULL, batch_size=bs)
-        V.fit(m, digits.train.images, digits.train.labels, r, max_steps=5); sync()
-        t = time.perf_counter(); V.fit(m, digits.train.images, digits.train.labels, r, max_steps=N); sync()
-        ms = 1000 * (time.perf_counter() - t) / N
-        rows[f"{name} b{bs}"] = round(ms, 2); print(f"{name} b{bs}: {ms:.1f} ms/step", flush=True)
-json.dump(rows, open(sys.argv[1], "w"), indent=1)
+    model = build().to(DEVICE)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    batches = [b.to(DEVICE) for b in batches[:WARMUP + STEPS]]
+    return lambda steps, warm: train(model, batches[:WARMUP] if warm else batches[WARMUP:WARMUP + steps],
+                                     loss_fn, optimizer, max_steps=steps, progress=False)
+
+
+def vit_run(build, images, labels, recipe):
+    """A ``run`` for ``ms_per_step`` through 08's own ``V.fit`` (AdamW, its schedule)."""
+    torch.manual_seed(0)
+    model = build().to(DEVICE)
+    return lambda steps, warm: V.fit(model, images, labels, recipe, max_steps=steps)
+
+
+def main() -> None:
+    splits = data.load_synthetic()
+    td = data.TranslationData.build(splits.train)
+    src, tgt = len(td.src_vocab), len(td.tgt_vocab)
+    pairs = lambda bs: td.batches(bs, shuffle=True, seed=0)   # noqa: E731
+    tokens = torch.randint(0, 2000, (200_000,), generator=torch.Generator().manual_seed(0))
+    windows = lambda bs: [G.random_windows(tokens, G.FULL.max_len, bs, torch.Generator().manual_seed(i))  # noqa: E731
+                          for i in range(WARMUP + STEPS)]
+    digits = data.load_digit_images()
+    cases = []   # (name, batch size, run)
+    for bs in (64, 256):
+        cases += [("01 fixed d256", bs, lambda bs=bs: seq_run(
+                       lambda: Seq2Seq(Seq2SeqConfig(src, tgt, emb_size=64, hidden_size=256)), seq2seq_loss, pairs(bs))),
+                  ("02 additive h128 bi", bs, lambda bs=bs: seq_run(
+                       lambda: Seq2Seq(Seq2SeqConfig(src, tgt, emb_size=64, hidden_size=128, bidirectional=True,
+                                                     attention="additive")), seq2seq_loss, pairs(bs)))]
+    for bs in (128, 512):
+        cases.append(("04 T full", bs, lambda bs=bs: seq_run(
+            lambda: T.Transformer(T.FULL.model_config(src, tgt)), T.transformer_loss, pairs(bs))))
+    for bs in (64, 256):
+        cases += [("04 compare full", bs, lambda bs=bs: seq_run(
+                       lambda: T.Transformer(T.COMPARE_FULL.model_config(src, tgt)), T.transformer_loss, pairs(bs))),
+                  ("03 ConvS2S full", bs, lambda bs=bs: seq_run(
+                       lambda: C.ConvS2S(C.FULL.model_config(src, tgt)), seq2seq_loss, pairs(bs)))]
+    for bs in (64, 256):
+        cases.append(("07 GPT full", bs, lambda bs=bs: seq_run(
+            lambda: G.GPT(G.FULL.model_config(2000)), G.lm_loss, windows(bs))))
+    for bs in (64, 256):
+        for name, build in (("08 ViT full", lambda: V.ViT(V.FULL.model_config())), ("08 CNN", V.small_cnn),
+                            ("08 MLP", V.mlp)):
+            cases.append((name, bs, lambda build=build, bs=bs: vit_run(
+                build, digits.train.images, digits.train.labels, replace(V.FULL, batch_size=bs))))
+    rows = {}
+    for name, bs, make_run in cases:
+        ms = ms_per_step(make_run())
+        rows[f"{name} b{bs}"] = round(ms, 2)
+        print(f"{name} b{bs}: {ms:.1f} ms/step", flush=True)
+    with open(sys.argv[1], "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

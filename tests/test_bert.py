@@ -146,7 +146,6 @@ def test_nsp_pairs_are_half_true_successors_and_half_from_other_documents():
         B.nsp_pairs(docs, 0)
 
 
-
 def test_chapter_documents_end_where_a_paragraph_is_missing():
     P = Paragraph
     paragraphs = [P("A", 0, 1, "Title line."), P("A", 1, 2, "One. Two."), P("A", 1, 3, "Three."),
