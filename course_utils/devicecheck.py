@@ -34,8 +34,10 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+import threading
 import types
 import weakref
+from contextlib import contextmanager
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -336,6 +338,28 @@ def active() -> DeviceCheck | None:
     return _ACTIVE
 
 
+_THREAD = threading.local()   # .entered: the check is on this thread's stack of torch modes
+
+
+@contextmanager
+def on_this_thread():
+    """Run a block under the installed check also when it runs on another thread than the
+    one that installed it (a no-op without the check, or on that thread). Torch function
+    modes are per thread, and JupyterLab 4.6 sends a widget's messages over a kernel
+    subshell, which ipykernel 7 serves on a thread of its own: without this, a widget's
+    callback there ran unchecked while the tensors it met were marked as on the device."""
+    check = _ACTIVE
+    if check is None or getattr(_THREAD, "entered", False):
+        yield
+        return
+    _THREAD.entered = True
+    try:
+        with check:
+            yield
+    finally:
+        _THREAD.entered = False
+
+
 def requested() -> bool:
     """True when ``$COURSE_DEVICE`` asks for the check."""
     return os.environ.get("COURSE_DEVICE", "").strip().lower() == "check"
@@ -352,6 +376,7 @@ def install() -> DeviceCheck:
     torch.backends.cudnn.enabled = False
     check = DeviceCheck()
     check.__enter__()
+    _THREAD.entered = True
     torch.nn.modules.module.register_module_forward_pre_hook(check.module_pre_hook)
     from torch.optim.optimizer import register_optimizer_step_pre_hook
     register_optimizer_step_pre_hook(check.optimizer_pre_hook)

@@ -276,4 +276,8 @@ def setup(seed: int = 0, deterministic: bool = True, verbose: bool = True,
         if smoke_steps() is not None:
             print(f"SMOKE TEST: at most {smoke_steps()} training steps per run and "
                   f"{smoke_eval_size()} test examples per split; the numbers mean nothing")
+        from course_utils import devicecheck
+        if devicecheck.active() is not None:
+            print(f"DEVICE CHECK: {device} is a CUDA GPU pretended on the CPU (COURSE_DEVICE=check): "
+                  "a device mistake stops the cell with the line and the fix")
     return summary

@@ -68,9 +68,11 @@ def explorer(controls: Mapping[str, object], render: Callable[..., str], *, watc
     view = W.HTML()
 
     def refresh(*_):
+        from course_utils.devicecheck import on_this_thread  # a widget's thread (see there)
         values = {name: c.value for name, c in controls.items() if hasattr(c, "value")}
         try:
-            view.value = render(**values)
+            with on_this_thread():
+                view.value = render(**values)
         except ValueError as err:
             view.value = message_html(str(err))
 

@@ -522,6 +522,9 @@ def check_notebook_in_lab(context, lab: JupyterLab, name: str, shots: Path = SHO
 BROWSER_PROFILE = os.environ.get("COURSE_BROWSER_PROFILE", "full")
 BROWSER_STEPS = int(os.environ.get("COURSE_BROWSER_STEPS", "2"))
 SMOKE_EVAL = 128  # test examples per split in a step-capped run (COURSE_SMOKE_EVAL)
+#: the device the step-capped run's kernels see: ``check`` (a CUDA GPU pretended on the CPU;
+#: ``COURSE_BROWSER_DEVICE=cpu`` turns it off)
+DEVICE_CHECK = os.environ.get("COURSE_BROWSER_DEVICE", "check")
 
 
 def runs_full_profile_smoke() -> bool:
@@ -554,7 +557,11 @@ def check_profile_banner(page, name: str) -> str:
     if BROWSER_STEPS > 0:
         assert f"SMOKE TEST: at most {BROWSER_STEPS} training steps" in text, \
             f"{name}: setup() did not see the step cap COURSE_SMOKE_STEPS={BROWSER_STEPS}"
-    return f"profile {BROWSER_PROFILE}" + (f", {BROWSER_STEPS} steps per run" if BROWSER_STEPS else "")
+        if DEVICE_CHECK == "check":
+            assert "DEVICE CHECK: cuda:0 is a CUDA GPU pretended" in text, \
+                f"{name}: setup() did not report the device check (COURSE_DEVICE=check)"
+    return (f"profile {BROWSER_PROFILE}" + (f", {BROWSER_STEPS} steps per run" if BROWSER_STEPS else "")
+            + (", under the device check" if BROWSER_STEPS and DEVICE_CHECK == "check" else ""))
 
 
 def lab_session(names, tmp_path_factory):
@@ -578,12 +585,11 @@ def lab_session(names, tmp_path_factory):
         startup = state / "ipython" / "profile_default" / "startup"
         startup.mkdir(parents=True)
         (startup / "00-soft-asserts.py").write_text(SOFT_ASSERTS)
+        # ...and under the device check (COURSE_DEVICE=check, course_utils/devicecheck.py): the
+        # full profile as on a CUDA GPU, every device mistake an error output, the widgets'
+        # callbacks included (they run on a kernel subshell's thread: devicecheck.on_this_thread)
         env.update(COURSE_SMOKE_STEPS=str(BROWSER_STEPS), COURSE_SMOKE_EVAL=str(SMOKE_EVAL),
-                   IPYTHONDIR=str(state / "ipython"))
-        # The device check (COURSE_DEVICE=check) no longer rides on this run: under it, 07's
-        # sampler widget took a prompt and one slider change, then ignored the next one in
-        # JupyterLab (the same calls in a cell, or in a kernel driven by nbclient, work; without
-        # the check the run passes). Until that is understood, `make device-check` runs it.
+                   IPYTHONDIR=str(state / "ipython"), COURSE_DEVICE=DEVICE_CHECK)
     lab = JupyterLab(root, state, env).start()
     try:
         with offline_chromium(state / "chromium") as (context, blocked):

@@ -188,3 +188,35 @@ def test_course_device_check_is_what_get_device_answers(tmp_path):
             "print(d, devicecheck.active() is not None, runtime.profile(d))\n")
     proc = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == ["cuda:0", "True", "full"], proc.stdout + proc.stderr
+
+
+WIDGET_THREAD = """
+import threading, torch
+import ipywidgets as W
+from course_utils import runtime, widgets, devicecheck
+device = runtime.get_device()
+x = torch.randn(5, 4).to(device)
+slider = W.IntSlider(value=0, min=0, max=4)
+box = widgets.explorer({"n": slider}, lambda n: str((x[:, :n] + torch.arange(n)).sum().item()) if n else "none")
+seen = {}
+def drag(value):
+    try:
+        slider.value = value
+        seen[value] = "passed"
+    except devicecheck.DeviceMistake as err:
+        seen[value] = "stopped at " + str(err).split(": ")[0].rsplit("/", 1)[-1]
+for value in (2, 0, 3):   # 0 touches no tensor; 2 and 3 add a CPU arange to a device tensor
+    t = threading.Thread(target=drag, args=(value,)); t.start(); t.join()
+print(seen)
+"""
+
+
+def test_a_widget_callback_on_another_thread_is_checked(tmp_path):
+    # JupyterLab 4.6 sends widget messages over a kernel subshell, served by ipykernel 7 on a
+    # thread of its own, where torch's (per-thread) function modes are empty: before
+    # devicecheck.on_this_thread, the callback's mistake passed unseen there (07's sampler)
+    script = tmp_path / "widget_thread.py"
+    script.write_text(WIDGET_THREAD)
+    proc = subprocess.run([sys.executable, str(script)], env=_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "{2: 'stopped at widget_thread.py:8', 0: 'passed', 3: 'stopped at widget_thread.py:8'}", proc.stdout + proc.stderr[-1500:]
