@@ -19,14 +19,31 @@ Leaves out: gradients (a call returns values, not their backward pass).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import math
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import grader_sandbox
+
+
+#: One grader computation at a time: the checks draw their inputs and reference weights from
+#: torch's global random generator (``torch.manual_seed``), and a folder is graded by several
+#: threads; two threads drawing at once each got some of the other's numbers, and a correct
+#: answer lost its points (seen with a2's multi-head attention cases).
+_LOCK = threading.RLock()
+
+
+def _locked(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        with _LOCK:
+            return fn(*args, **kwargs)
+    return call
 
 
 @dataclass
@@ -38,11 +55,13 @@ class Question:
     rtol: float = 1.3e-6
     _cache: dict = field(default_factory=dict, repr=False)
 
+    @_locked
     def cases(self) -> list[dict]:
         if "calls" not in self._cache:
             self._cache["calls"] = self.calls()
         return self._cache["calls"]
 
+    @_locked
     def expected(self) -> list:
         """The reference results (computed once, in this process), as plain data."""
         if "expected" not in self._cache:
@@ -70,6 +89,10 @@ class TrainedModelQuestion:
     atol: float = 1e-4
     rtol: float = 1e-4
 
+    def __post_init__(self):
+        self.calls, self.verdict, self.problem = map(_locked, (self.calls, self.verdict, self.problem))
+
+    @_locked
     def expected_for(self, cases: list[dict]) -> list:
         namespace = self.reference()
         return [grader_sandbox.decode(json.loads(json.dumps(grader_sandbox.encode(
