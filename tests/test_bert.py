@@ -318,6 +318,23 @@ def test_make_batches_trims_padding_and_reshuffles_per_epoch():
         B.encode_classification(tok, TEXTS[:3], [0, 1], max_len=10)
 
 
+def test_encoding_in_chunks_gives_the_tensors_of_one_call(monkeypatch):
+    # encode_classification tokenises ENCODE_CHUNK texts at a time (memory): same tensors
+    import course_utils.bert_training as BT
+    tok = B.train_wordpiece_tokenizer(TEXTS, vocab_size=120)
+    args = (tok, TEXTS[:10], list(range(10)), 24)
+    whole = B.encode_classification(*args, texts_b=TEXTS[10:20])
+    one = tok(TEXTS[:10], TEXTS[10:20], truncation=True, max_length=24, padding="max_length", return_tensors="pt")
+    monkeypatch.setattr(BT, "ENCODE_CHUNK", 3)
+    chunked = B.encode_classification(*args, texts_b=TEXTS[10:20])
+    assert whole.keys() == chunked.keys() == {"input_ids", "token_type_ids", "attention_mask", "labels"}
+    for key in ("input_ids", "token_type_ids", "attention_mask"):
+        assert torch.equal(whole[key], one[key]) and torch.equal(chunked[key], one[key])
+    assert chunked["labels"].tolist() == list(range(10))
+    empty = B.encode_classification(tok, [], [], 24)
+    assert empty["input_ids"].shape == (0, 24) and empty["labels"].shape == (0,)
+
+
 def test_pretraining_batches_mask_anew_each_epoch():
     tok = B.train_wordpiece_tokenizer(TEXTS, vocab_size=120)
     docs = [B.split_sentences(" ".join(TEXTS[i:i + 4])) for i in range(0, 40, 4)]
