@@ -1,11 +1,18 @@
 """Sphinx configuration of the course website (`make book`; scripts/build_book.py stages the
-sources: these pages, the executed notebooks and the vendored MathJax)."""
+sources: these pages, the executed notebooks, the assignment pages and the vendored MathJax)."""
+
+import os
+
+#: Where the course's repository lives: every page links it and the "how to run" boxes clone
+#: it. The one place to change it (or set COURSE_REPOSITORY_URL when building); the course has
+#: no public address yet, so this is a placeholder.
+repository_url = os.environ.get("COURSE_REPOSITORY_URL", "https://example.org/attention-course")
 
 project = "Attention-based models"
 author = "the course authors"
 copyright = "the course authors, MIT licence (code); see LICENSE-TEXT for the texts"
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax"]
-exclude_patterns = ["_build", "**.ipynb_checkpoints", "_readme.md"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "_readme.md", "_release", "_*.md"]
 
 # the notebooks are shown as they were executed and stored (fast profile, CPU); nothing runs
 nb_execution_mode = "off"
@@ -21,10 +28,14 @@ mathjax2_config = {"tex2jax": {"inlineMath": [["\\(", "\\)"]], "displayMath": [[
 html_theme = "sphinx_book_theme"
 html_title = "Attention-based models"
 html_static_path = ["_static"]
+html_css_files = ["course.css"]   # long code lines wrap, long outputs scroll
 html_theme_options = {
     "use_download_button": True,
     "use_fullscreen_button": False,
-    "use_repository_button": False,
+    "use_repository_button": False,   # the theme's button knows GitHub/GitLab/Bitbucket only
+    "icon_links": [{"name": "The course's repository (clone it to run the notebooks)",
+                    "url": repository_url, "icon": "fa-solid fa-code-branch", "type": "fontawesome"}],
+    "extra_footer": f'<p>Repository: <a href="{repository_url}">{repository_url}</a></p>',
     "show_toc_level": 2,
     "navigation_with_keys": False,
 }

@@ -9,6 +9,11 @@ opened from disk. The decks use the stored outputs (nothing is executed); cells 
 `slideshow.slide_type` metadata (scripts/slide_metadata.py). Widgets need a running kernel:
 a widget output shows its static fallback (the HTML of one state that the course's
 explorers send beside the widget, see course_utils.widgets) or nothing.
+
+The slides are 1280x720 (16:9; slides/course_reveal.html.j2 lays them out): a long title cell
+is split after its first paragraph (the learning goals go on a sub-slide of their own), a text
+cell with several `##` sections (Summary, Exercises) gives each its own slide, long code and
+long slides scroll, figures are scaled to fit.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from __future__ import annotations
 import argparse
 import copy
 import html
+import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -60,6 +67,64 @@ def without_widgets(nb):
     return nb
 
 
+#: a title cell longer than this many lines is split after its first paragraph
+TITLE_LINES = 10
+
+
+def split_title(nb):
+    """``nb`` with a long first cell (title, introduction, learning goals) cut in two: the
+    title and its first paragraph stay on the title slide, the rest starts a sub-slide."""
+    first = nb.cells[0] if nb.cells else None
+    if first is None or first.cell_type != "markdown" or first.source.count("\n") < TITLE_LINES:
+        return nb
+    parts = first.source.split("\n\n")
+    if len(parts) < 3:
+        return nb
+    nb = copy.deepcopy(nb)
+    head, rest = "\n\n".join(parts[:2]), "\n\n".join(parts[2:])
+    nb.cells[0].source = head
+    goals = nbformat.v4.new_markdown_cell(rest, metadata={"slideshow": {"slide_type": "subslide"}})
+    if "id" in nb.cells[0]:
+        goals["id"] = f"{nb.cells[0]['id'][:58]}-goals"
+    nb.cells.insert(1, goals)
+    return nb
+
+
+def split_sections(nb):
+    """``nb`` with every text cell that holds several ``##`` sections (a Summary followed by
+    the Exercises, say) cut at each such heading, so that each section starts a slide."""
+    cells = []
+    for cell in nb.cells:
+        lines, fenced, parts = cell.source.split("\n"), False, [[]]
+        if cell.cell_type == "markdown":
+            for line in lines:
+                fenced ^= line.lstrip().startswith("```")
+                if not fenced and line.startswith("## ") and any(x.strip() for x in parts[-1]):
+                    parts.append([])
+                parts[-1].append(line)
+        if len(parts) < 2:
+            cells.append(cell)
+            continue
+        for k, part in enumerate(parts):
+            piece = copy.deepcopy(cell)
+            piece.source = "\n".join(part).strip("\n")
+            if k:
+                piece.metadata["slideshow"] = {"slide_type": "slide"}
+                if "id" in piece:
+                    piece["id"] = f"{piece['id'][:60]}-{k}"  # ids stay unique
+            cells.append(piece)
+    nb = copy.copy(nb)
+    nb.cells = cells
+    return nb
+
+
+def title(notebook: Path) -> str:
+    """The notebook's first heading, as plain text (``# 04 · The *Transformer*`` -> ``04 · The Transformer``)."""
+    first = json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]
+    line = "".join(first["source"]).strip().splitlines()[0]
+    return line.lstrip("#").replace("*", "").replace("`", "").strip()
+
+
 def exporter() -> SlidesExporter:
     return SlidesExporter(template_file=str(TEMPLATE), reveal_theme="white", reveal_scroll=True,
                           reveal_transition="none", reveal_number="c/t", **URLS)
@@ -76,7 +141,7 @@ def copy_vendor(out: Path) -> None:
 
 
 def export(notebook: Path, out: Path, slides: SlidesExporter) -> Path:
-    nb = without_widgets(nbformat.read(notebook, as_version=4))
+    nb = split_sections(split_title(without_widgets(nbformat.read(notebook, as_version=4))))
     body, _ = slides.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})
     for name, url in URLS.items():  # nothing may point at the network any more
         assert "://" not in url, name
@@ -85,20 +150,68 @@ def export(notebook: Path, out: Path, slides: SlidesExporter) -> Path:
     return deck
 
 
-def write_index(decks: list[Path], out: Path) -> Path:
-    items = "\n".join(f'<li><a href="{d.name}">{html.escape(d.stem)}</a></li>' for d in decks)
+INDEX_CSS = """
+body { font-family: "Source Sans Pro", "Helvetica Neue", Arial, sans-serif; margin: 0; color: #222;
+       background: #f6f7f9; line-height: 1.5; }
+header { background: #1f3b57; color: #fff; padding: 28px 40px 22px; }
+header h1 { margin: 0; font-size: 32px; font-weight: 600; }
+header p { margin: 6px 0 0; opacity: 0.85; }
+header a { color: #fff; }
+main { max-width: 1100px; margin: 0 auto; padding: 24px 40px 40px; }
+ol.decks { list-style: none; padding: 0; display: grid; gap: 14px;
+           grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); }
+ol.decks li { background: #fff; border: 1px solid #dde1e6; border-radius: 8px; padding: 14px 18px; }
+ol.decks a { font-size: 20px; font-weight: 600; color: #1f5fa6; text-decoration: none; }
+ol.decks a:hover { text-decoration: underline; }
+ol.decks .meta { color: #666; font-size: 14px; margin-top: 4px; }
+kbd { border: 1px solid #bbb; border-bottom-width: 2px; border-radius: 3px; padding: 0 5px;
+      background: #fff; font-size: 0.9em; }
+"""
+
+
+def slide_count(deck: Path) -> int:
+    """How many slides and sub-slides a deck holds (its innermost ``<section>`` elements)."""
+    text = deck.read_text(encoding="utf-8")
+    return max(text.count("<section") - len(re.findall(r"<section[^>]*>\s*<section", text)), 0)
+
+
+def write_index(decks: list[tuple[Path, str]], out: Path, home: str | None = None) -> Path:
+    """A styled index.html in ``out`` listing ``decks`` ((path, title) pairs); ``home``: a
+    link back to the course website, when the decks are part of it."""
+    items = "\n".join(
+        f'<li><a href="{html.escape(d.name)}">{html.escape(title)}</a>'
+        f'<div class="meta">{slide_count(d)} slides · {d.stat().st_size / 1e6:.1f} MB</div></li>'
+        for d, title in decks)
+    back = f' · <a href="{html.escape(home)}">the course website</a>' if home else ""
     index = out / "index.html"
-    index.write_text("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Attention-based "
-                     "models: slides</title></head>\n<body><h1>Attention-based models: slides</h1>\n"
-                     f"<ul>\n{items}\n</ul>\n<p>Keys: arrows move, <kbd>S</kbd> speaker notes, "
-                     "<kbd>F</kbd> full screen, <kbd>Esc</kbd> overview.</p></body></html>\n")
+    index.write_text(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>Attention-based models: slides</title><style>{INDEX_CSS}</style></head>\n<body>\n"
+        "<header><h1>Attention-based models: slides</h1>"
+        f"<p>One reveal.js deck per notebook, built from the stored outputs; works offline{back}</p></header>\n"
+        f"<main>\n<ol class=\"decks\">\n{items}\n</ol>\n"
+        "<p>Keys: <kbd>→</kbd> <kbd>←</kbd> next and previous slide (<kbd>↓</kbd> <kbd>↑</kbd> within a "
+        "section), <kbd>S</kbd> speaker notes, <kbd>F</kbd> full screen, <kbd>Esc</kbd> overview. "
+        "A long slide or code cell scrolls with the mouse wheel.</p>\n</main>\n</body></html>\n",
+        encoding="utf-8")
     return index
+
+
+def shown(path: Path) -> Path:
+    """``path`` as the log prints it: relative to the working folder when inside it."""
+    path = path.resolve()
+    try:
+        return path.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path)
     parser.add_argument("--out", type=Path, default=REPO / "build" / "slides")
+    parser.add_argument("--home", help="a link from the index back to the course website (relative URL)")
     args = parser.parse_args(argv)
     notebooks = args.notebooks or sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     args.out.mkdir(parents=True, exist_ok=True)
@@ -107,13 +220,12 @@ def main(argv=None) -> int:
     decks = []
     for notebook in notebooks:
         deck = export(notebook, args.out, slides)
-        decks.append(deck)
-        print(f"{deck.relative_to(args.out.parent) if args.out.parent in deck.parents else deck}: "
-              f"{deck.stat().st_size / 1e6:.1f} MB")
-    write_index(decks, args.out)
+        decks.append((deck, title(notebook)))
+        print(f"{shown(deck)}: {deck.stat().st_size / 1e6:.1f} MB")
+    index = write_index(decks, args.out, args.home)
     vendor_mb = sum(f.stat().st_size for f in (args.out / "vendor").rglob("*") if f.is_file()) / 1e6
-    print(f"{len(decks)} decks and index.html in {args.out} (vendor/: {vendor_mb:.1f} MB); "
-          f"open {args.out / 'index.html'} in a browser, no internet needed")
+    print(f"{len(decks)} decks and index.html in {shown(args.out)}/ (vendor/: {vendor_mb:.1f} MB); "
+          f"open {shown(index)} in a browser, no internet needed")
     return 0
 
 

@@ -10,8 +10,10 @@ rules (tests/test_slides.py runs it). A hand-made choice can be kept by setting
 
 The rules (one idea a slide, figures large):
 - the title cell and every `##` heading start a slide; `###` headings start a sub-slide;
-- the set-up cell (`setup()`) and cells that only assert or print checks are skipped in the
-  slideshow (they run, they are just not shown: run all cells before presenting);
+- the set-up cell (`setup()`), every code cell before the first `##` heading (the set-up that
+  follows the title: recipes, checks of the profile) and cells that only assert or print
+  checks are skipped in the slideshow (they run, they are just not shown: run all cells
+  before presenting);
 - a figure gets a sub-slide of its own when the slide it would join is already half full;
 - a text cell that follows code starts a sub-slide when the slide is already full;
 - everything else continues the current slide.
@@ -25,7 +27,7 @@ import json
 import sys
 from pathlib import Path
 
-#: rough heights in lines of a 960x700 slide
+#: rough heights in lines of a slide (1280x720, as the decks of scripts/export_slides.py)
 FULL, HALF, FIGURE, MAX_TEXT_OUTPUT = 22, 9, 16, 12
 RISE = {"scroll": True, "transition": "none", "theme": "white"}  # white: no web fonts
 
@@ -63,11 +65,13 @@ def _height(cell) -> int:
 
 def slide_types(nb: dict) -> list[str]:
     """The slide type of every cell of notebook ``nb`` (a dict as in the .ipynb JSON)."""
-    types, used, previous, seen_setup = [], 0, None, False
+    types, used, previous, seen_setup, on_title = [], 0, None, False, True
     for i, cell in enumerate(nb["cells"]):
         src = _source(cell).lstrip()
         kind = "-"
         if cell["cell_type"] == "markdown":
+            if i > 0 and src.startswith("## "):
+                on_title = False
             if i == 0 or src.startswith(("# ", "## ")):
                 kind = "slide"
             elif src.startswith("### "):
@@ -77,6 +81,8 @@ def slide_types(nb: dict) -> list[str]:
         elif cell["cell_type"] == "code":
             if not seen_setup and "setup(" in src:
                 kind, seen_setup = "skip", True
+            elif on_title:  # set-up between the title and the first section
+                kind = "skip"
             elif _is_check(cell):
                 kind = "skip"
             elif _has_figure(cell) and used > HALF:

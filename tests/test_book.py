@@ -1,7 +1,10 @@
 """The course website (`make book`, scripts/build_book.py): built from the stored notebooks,
 every page loads offline with no failed request and no console error, formulas are typeset,
 figures and bertviz views are there, explorers show their static view, search finds a term
-of 04, each chapter names its course_utils modules and offers its notebook for download."""
+of 04, each chapter names its course_utils modules and offers its notebook for download,
+links the repository, says how to run it and links its slide deck (built into the site);
+every assignment in assignments/release/ has a students' page with its release notebook to
+download and no solution; long code lines wrap instead of being cut."""
 
 import re
 import sys
@@ -16,6 +19,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import build_book  # noqa: E402
 
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+RELEASES = sorted(p.stem for p in (ROOT / "assignments" / "release").glob("*/*.ipynb") if p.stem == p.parent.name)
 needs_browser = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM}")
 
 
@@ -28,13 +32,15 @@ def site(tmp_path_factory):
 
 
 def _pages(site):
-    return sorted(p for p in site.rglob("*.html") if "_static" not in p.parts)
+    """The website's pages (not the slide decks in slides/: tests/test_slides.py opens those)."""
+    return sorted(p for p in site.rglob("*.html") if "_static" not in p.parts and "slides" not in p.parts)
 
 
 def test_every_page_is_there_and_loads_nothing_from_another_host(site):
     names = {p.relative_to(site).as_posix() for p in _pages(site)}
-    expected = {"index.html", "assignments.html", "lecturers.html", "api.html", "search.html"}
-    assert expected | {f"notebooks/{c}.html" for c in CHAPTERS} <= names
+    expected = {"index.html", "grading.html", "lecturers.html", "api.html", "search.html", "run.html",
+                "assignments/index.html"}
+    assert expected | {f"notebooks/{c}.html" for c in CHAPTERS} | {f"assignments/{a}.html" for a in RELEASES} <= names
     for page in _pages(site):
         text = page.read_text()
         loads = re.findall(r"<(?:script|img|iframe|source)[^>]+src=[\"'](https?:)?//", text)
@@ -64,8 +70,78 @@ def test_explorers_show_their_static_view_and_the_lecturer_pages_come_from_the_r
         page = (site / "notebooks" / f"{chapter}.html").read_text()
         assert "static view (no kernel)" in page and "VBox(" not in page and "Explorer(children" not in page, chapter
     text = lambda name: re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", (site / name).read_text()))
-    assert "make grade SUBMISSION=path/to/folder/" in text("assignments.html")
-    assert "make slides" in text("lecturers.html") and "No points for the reference answer" in text("assignments.html")
+    assert "make grade SUBMISSION=path/to/folder/" in text("grading.html")
+    assert "make slides" in text("lecturers.html") and "No points for the reference answer" in text("grading.html")
+
+
+def test_every_chapter_links_the_repository_says_how_to_run_it_and_links_its_deck(site):
+    url = build_book.repository_url()
+    index = (site / "index.html").read_text()
+    assert f'href="{url}"' in index and f"git clone {url}" in re.sub(r"<[^>]+>", "", index)
+    # the chapters are listed once, under one "Chapters" heading (the sidebar keeps its caption)
+    article = index[index.index('<article class="bd-article"'):index.index("</article>")]
+    assert article.count("<h2>Chapters<") == 1 and "caption-text" not in article
+    assert index.count('caption-text">Chapters<') == 1
+    for chapter in CHAPTERS:
+        page = (site / "notebooks" / f"{chapter}.html").read_text()
+        plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page))
+        assert "Run this chapter yourself" in plain and f"git clone {url}" in plain, chapter
+        assert f"notebooks/{chapter}.ipynb" in plain and 'href="../run.html"' in page, chapter
+        assert f'href="{url}"' in page, chapter  # the header's repository link
+        assert f'href="../slides/{chapter}.html"' in page and (site / "slides" / f"{chapter}.html").exists()
+        assert f'href="slides/{chapter}.html"' in index, chapter
+    slides = (site / "slides" / "index.html").read_text()
+    assert all(f'href="{c}.html"' in slides for c in CHAPTERS) and 'href="../index.html"' in slides
+    run = re.sub(r"<[^>]+>", "", (site / "run.html").read_text())
+    pip_lines = [line for line in build_book.readme_pip_commands().splitlines() if "pip install" in line]
+    assert pip_lines and all(line.strip() in run for line in pip_lines)  # README's own commands
+    assert "make lab" in run and "JupyterHub" in run and f"git clone {url}" in run
+
+
+def test_readme_without_the_install_markers_is_refused(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# A course\n\n```bash\npip install x\n```\n")
+    with pytest.raises(ValueError, match="install-without-make markers"):
+        build_book.readme_pip_commands(readme)
+
+
+def _solution_lines(name: str) -> list[str]:
+    """Distinctive lines of the reference solutions of assignment ``name``."""
+    import nbformat
+    nb = nbformat.read(ROOT / "assignments" / "source" / name / f"{name}.ipynb", as_version=4)
+    lines = []
+    for cell in nb.cells:
+        for block in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.S):
+            lines += [line.strip() for line in block.splitlines() if len(line.strip()) > 30]
+    return lines
+
+
+def test_a_students_page_per_assignment_with_its_release_notebook_and_no_solution(site):
+    import html
+    assert RELEASES, "no release notebooks in assignments/release/"
+    overview = (site / "assignments" / "index.html").read_text()
+    for name in RELEASES:
+        assert f'href="{name}.html"' in overview, name
+        page = (site / "assignments" / f"{name}.html").read_text()
+        plain = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page)))
+        assert "What you write" in plain and "How to hand it in" in plain and "How to work on it" in plain
+        assert f"assignments/release/{name}/{name}.ipynb" in plain
+        link = re.search(rf'href="(\.\./_downloads/[0-9a-f]+/{name}\.ipynb)"', page)
+        assert link, f"{name}: no download link"
+        download = (site / "assignments" / link.group(1)).resolve()
+        release = ROOT / "assignments" / "release" / name / f"{name}.ipynb"
+        assert download.read_bytes() == release.read_bytes(), f"{name}: the download is not the release notebook"
+        solutions = _solution_lines(name) if (ROOT / "assignments" / "source" / name).exists() else []
+        leaked = [line for line in solutions if html.escape(line, quote=False) in page or line in plain]
+        assert not leaked, f"{name}: solution lines on the page: {leaked[:3]}"
+    # a known answer: assignment 1, as the README's table says (12 points; what the student writes)
+    if "a1_bahdanau" in RELEASES:
+        info = build_book.assignment(ROOT / "assignments" / "release" / "a1_bahdanau" / "a1_bahdanau.ipynb")
+        assert info["points"] == 12 and info["chapter"] == "02_bahdanau_attention"
+        assert [w for p in info["parts"] for w in p["writes"]] == [
+            "AdditiveAttention.forward", "AttentionSeq2Seq.decode_step", "loss_fn", "train_model"]
+        assert [p["points"] for p in info["parts"]] == [3, 3, 2, 4]
+        assert "bahdanau.pt" in info["submitting"]
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +195,20 @@ def test_every_page_loads_offline_in_a_browser_with_math_figures_and_search(site
         drawn = page.evaluate("Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0).length")
         assert drawn >= 10, f"{drawn} figures drawn on 04"
         page.wait_for_selector("[id^='bertviz-course-'] svg", timeout=30_000)
+        # long code lines wrap; wide outputs (tables, logs) scroll sideways; nothing is cut
+        cut = page.evaluate("""() => [...document.querySelectorAll('div.cell pre')].filter(p => {
+            const scrolls = ['auto', 'scroll'].includes(getComputedStyle(p).overflowX);
+            const wraps = p.closest('.cell_input') && getComputedStyle(p).whiteSpace === 'pre-wrap';
+            return p.closest('.cell_input') ? !(wraps && p.scrollWidth <= p.clientWidth + 1)
+                                            : p.scrollWidth > p.clientWidth + 1 && !scrolls;
+        }).map(p => p.innerText.slice(0, 40))""")
+        assert not cut, f"code or output cut on 04: {cut[:3]}"
         _settle(page)
         page.screenshot(path=str(SHOTS / "book-04_transformer.png"))  # build/browser/, as the lab test
+        if RELEASES:
+            page.goto(f"{served}/assignments/{RELEASES[0]}.html")
+            _settle(page)
+            page.screenshot(path=str(SHOTS / f"book-{RELEASES[0]}.png"))
         for where in (f"{served}/search.html", (site / "search.html").as_uri()):  # hosted, and from disk
             page.goto(where + "?q=LayerNorm")
             page.wait_for_selector("#search-results li", timeout=30_000)

@@ -1,7 +1,12 @@
 """Lecturers' mode: slide metadata on every notebook, the vendored deck libraries, the
-exported reveal.js decks opening offline in Chromium, and RISE slides inside JupyterLab."""
+exported reveal.js decks opening offline in Chromium and fitting a 16:9 projector (1280x720
+and 1920x1080: titles inside the slide, long code and long slides scrollable, figures no
+wider than the slide), the styled index, and RISE slides inside JupyterLab."""
 
+import contextlib
+import html
 import importlib.util
+import io
 import json
 import re
 import sys
@@ -68,6 +73,11 @@ def test_check_rules_on_small_cells():
                     md("## Part"), md("### Detail"), code("plt.plot(x)\nplt.show()", [figure]),
                     code("x = 1\nassert x")]}
     assert slide_metadata.slide_types(nb) == ["slide", "skip", "skip", "slide", "subslide", "-", "-"]
+    # set-up between the title and the first section (a recipe, say) stays out of the slides;
+    # the same code after a section heading is shown
+    nb = {"cells": [md("# Title"), code("summary = setup()"), code("recipe = make_recipe(summary)"),
+                    md("## Part"), code("recipe = make_recipe(summary)")]}
+    assert slide_metadata.slide_types(nb) == ["slide", "skip", "skip", "slide", "-"]
 
 
 def test_vendored_deck_libraries_match_their_checksums_and_carry_licences():
@@ -80,14 +90,60 @@ def test_vendored_deck_libraries_match_their_checksums_and_carry_licences():
     assert size < 2.5e6, f"slides/vendor/ holds {size / 1e6:.1f} MB: keep only what decks load"
 
 
-def test_exported_deck_loads_nothing_from_the_network(tmp_path):
-    export_slides.copy_vendor(tmp_path)
-    deck = export_slides.export(NOTEBOOKS[0], tmp_path, export_slides.exporter())
-    page = deck.read_text()
+@pytest.fixture(scope="module")
+def decks(tmp_path_factory):
+    """Every notebook exported once (as `make slides` does, from a working folder), and the
+    export's log."""
+    work = tmp_path_factory.mktemp("slides-work")
+    log = io.StringIO()
+    with contextlib.chdir(work), contextlib.redirect_stdout(log):
+        assert export_slides.main([*map(str, NOTEBOOKS), "--out", "build/slides"]) == 0
+    return work / "build" / "slides", log.getvalue(), work
+
+
+def test_exported_deck_loads_nothing_from_the_network(decks):
+    out, _, _ = decks
+    page = (out / f"{NOTEBOOKS[0].stem}.html").read_text()
     assert not re.findall(r"(?:src|href)=[\"']https?://", page), "a script or style from the network"
     assert "vendor/reveal.js/dist/reveal.js" in page and "vendor/mathjax/MathJax.js" in page
     assert "application/vnd.jupyter.widget-view+json" not in page and "mermaid" not in page.split("<body")[0]
-    assert (tmp_path / "vendor" / "jquery.min.js").exists()
+    assert (out / "vendor" / "jquery.min.js").exists()
+    assert "width: 1280, height: 720" in page  # 16:9
+
+
+def test_the_build_log_names_paths_that_exist_and_the_index_lists_every_deck(decks):
+    out, log, work = decks
+    printed = re.findall(r"^(\S+\.html): [\d.]+ MB$", log, re.M)
+    assert len(printed) == len(NOTEBOOKS), log
+    for path in printed:
+        assert path.startswith("build/slides/") and (work / path).exists(), (path, log)
+    assert "open build/slides/index.html" in log, log
+    index = (out / "index.html").read_text()
+    assert "<style>" in index and "class=\"decks\"" in index
+    for notebook in NOTEBOOKS:
+        assert f'href="{notebook.stem}.html"' in index, notebook.stem
+        assert html.escape(export_slides.title(notebook)) in index
+    assert "the course website" not in index  # only decks built into the website link back
+
+
+def test_decks_split_a_long_title_cell_and_cells_with_several_sections():
+    import nbformat
+    title = "# 09 · A title\n\nThe first paragraph.\n\n**In this notebook you will**\n" + \
+        "".join(f"{i}. goal {i};\n" for i in range(1, 11))
+    sections = "## Summary\n\n- a point\n\n```python\n## not a heading (inside a fence)\n```\n\n## Exercises\n\n1. one"
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell(title, metadata={"slideshow": {"slide_type": "slide"}}),
+        nbformat.v4.new_markdown_cell(sections, metadata={"slideshow": {"slide_type": "slide"}})])
+    out = export_slides.split_sections(export_slides.split_title(nb))
+    assert [c.source.splitlines()[0] for c in out.cells] == ["# 09 · A title", "**In this notebook you will**",
+                                                             "## Summary", "## Exercises"]
+    assert out.cells[0].source == "# 09 · A title\n\nThe first paragraph."
+    assert [c.metadata["slideshow"]["slide_type"] for c in out.cells] == ["slide", "subslide", "slide", "slide"]
+    assert "## not a heading" in out.cells[2].source
+    assert len({c.id for c in out.cells}) == 4
+    assert len(nb.cells) == 2 and nb.cells[0].source == title  # the notebook itself is not changed
+    short = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# T\n\nshort\n\nstill short")])
+    assert len(export_slides.split_title(short).cells) == 1
 
 
 def _first_heading(path) -> str:
@@ -95,16 +151,57 @@ def _first_heading(path) -> str:
     return "".join(first["source"]).splitlines()[0].lstrip("# ").strip()
 
 
+#: Every slide of the deck in turn (transitions are off, so each is laid out at once): where
+#: its first heading, its code blocks and its figures sit, measured against the window.
+MEASURE_SLIDES = """() => {
+  const found = [], win = {w: window.innerWidth, h: window.innerHeight};
+  const scrolls = (el, axis) => ['auto', 'scroll'].includes(getComputedStyle(el)['overflow' + axis]);
+  const inside = r => r.left >= -1 && r.top >= -1 && r.right <= win.w + 1 && r.bottom <= win.h + 1;
+  const slides = Reveal.getSlides();
+  slides.forEach((slide, n) => {
+    const at = Reveal.getIndices(slide);
+    Reveal.slide(at.h, at.v);
+    slide.scrollTop = 0;
+    const where = `slide ${n + 1} (${(slide.querySelector('h1,h2,h3') || {innerText: ''}).innerText.slice(0, 40)})`;
+    const heading = slide.querySelector('h1, h2, h3');
+    if (heading && heading.getBoundingClientRect().top < win.h && !inside(heading.getBoundingClientRect()))
+      found.push(`${where}: title outside the slide`);
+    if (slide.scrollHeight > slide.clientHeight + 2 && !scrolls(slide, 'Y'))
+      found.push(`${where}: taller than the slide and does not scroll`);
+    const box = slide.getBoundingClientRect();
+    if (box.right > win.w + 1 || box.bottom > win.h + 1) found.push(`${where}: the slide is larger than the window`);
+    slide.querySelectorAll('pre').forEach(pre => {
+      if (pre.scrollWidth > pre.clientWidth + 2 && !scrolls(pre, 'X') && !scrolls(pre.parentElement, 'X'))
+        found.push(`${where}: code cut on the right: ${pre.innerText.slice(0, 30)}`);
+      const r = pre.getBoundingClientRect();
+      if (r.width && r.right > box.right + 1) found.push(`${where}: code wider than the slide`);
+    });
+    slide.querySelectorAll('img').forEach(img => {
+      const r = img.getBoundingClientRect();
+      if (r.width > box.width + 1 || r.height > box.height + 1) found.push(`${where}: figure larger than the slide`);
+    });
+  });
+  Reveal.slide(0, 0);
+  return {count: slides.length, found};
+}"""
+
+#: the projector resolutions the decks must fit; reveal.js scales the 1280x720 slide as a
+#: whole, so the second only re-checks the scaling, on the decks with the most code and figures
+PROJECTORS = [(1280, 720), (1920, 1080)]
+BOTH_SIZES = ("04", "05", "07")
+
+
 @needs_browser
-def test_exported_decks_open_offline_and_show_their_first_slide(tmp_path):
-    """Every deck, exported to a folder and opened from disk with the network cut off:
-    reveal.js starts, the first slide shows the notebook's title, MathJax typesets the
-    formulas, the next slide can be reached, nothing is fetched from outside."""
-    out = tmp_path / "slides"
-    assert export_slides.main([*map(str, NOTEBOOKS), "--out", str(out)]) == 0
+def test_exported_decks_open_offline_and_fit_a_projector(decks, tmp_path):
+    """Every deck opened from disk with the network cut off: reveal.js starts, the first slide
+    shows the notebook's title, MathJax typesets the formulas, and at 1280x720 and 1920x1080
+    every slide's title is inside it, long code and long slides scroll instead of being cut,
+    figures fit (1920x1080 for 04, 05 and 07); nothing is fetched from outside. Screenshots
+    of 04 (both sizes, its bertviz slide) and of the index in build/slides-check/."""
+    out, _, _ = decks
     shots = browser.BUILD / "slides-check"
     shots.mkdir(parents=True, exist_ok=True)
-    with browser.offline_chromium(tmp_path / "profile", viewport=(1280, 800)) as (context, blocked):
+    with browser.offline_chromium(tmp_path / "profile", viewport=PROJECTORS[0]) as (context, blocked):
         for notebook in NOTEBOOKS:
             page = context.new_page()
             errors = []
@@ -113,7 +210,6 @@ def test_exported_decks_open_offline_and_show_their_first_slide(tmp_path):
             page.wait_for_selector(".reveal.ready", timeout=30_000)
             current = page.locator(".reveal .slides > section.present")
             title = _first_heading(notebook)
-            # (the theme writes headings in capitals)
             assert title.replace("*", "").lower() in current.inner_text().lower(), f"{notebook.name}: first slide"
             assert current.bounding_box()["height"] > 200
             markdown = "".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"]
@@ -122,16 +218,34 @@ def test_exported_decks_open_offline_and_show_their_first_slide(tmp_path):
                 page.wait_for_function("() => window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0 "
                                        "&& document.querySelectorAll('.MathJax_CHTML').length > 0",
                                        timeout=30_000)
-            page.screenshot(path=str(shots / f"{notebook.stem}.png"))
-            if page.locator(".reveal .slides > section").count() < 2:  # metadata missing (see above)
-                page.close()
-                continue
+            for width, height in PROJECTORS if notebook.stem[:2] in BOTH_SIZES else PROJECTORS[:1]:
+                page.set_viewport_size({"width": width, "height": height})
+                page.evaluate("() => Reveal.layout()")
+                measured = page.evaluate(MEASURE_SLIDES)
+                assert measured["count"] >= 3, notebook.name
+                assert not measured["found"], f"{notebook.name} at {width}x{height}: {measured['found'][:5]}"
+                if notebook.stem.startswith("04"):
+                    page.screenshot(path=str(shots / f"{notebook.stem}-{width}x{height}.png"))
+            if notebook.stem.startswith("04"):  # the bertviz slide, as the audience sees it
+                page.evaluate("() => { const s = Reveal.getSlides().find(s => s.querySelector('[id^=bertviz]'));"
+                              " const i = Reveal.getIndices(s); Reveal.slide(i.h, i.v); }")
+                page.wait_for_selector("section.present [id^='bertviz'] svg", timeout=30_000)
+                view = page.locator("section.present [id^='bertviz']").first.bounding_box()
+                assert view["x"] >= 0 and view["x"] + view["width"] <= PROJECTORS[-1][0], view
+                page.screenshot(path=str(shots / f"{notebook.stem}-bertviz.png"))
+                page.evaluate("() => Reveal.slide(0, 0)")
             page.keyboard.press("ArrowRight")
-            page.wait_for_function("() => [...document.querySelectorAll('.reveal .slides > section')]"
-                                   ".indexOf(document.querySelector('.reveal .slides > section.present')) === 1",
-                                   timeout=10_000)
+            page.wait_for_function("() => Reveal.getIndices().h === 1 || Reveal.getIndices().v === 1", timeout=10_000)
             assert not errors, f"{notebook.name}: {errors}"
             page.close()
+        page = context.new_page()
+        page.set_viewport_size({"width": 1280, "height": 720})
+        page.goto((out / "index.html").as_uri())
+        # styled: a coloured header and the decks as a grid of cards
+        assert page.evaluate("getComputedStyle(document.querySelector('header')).backgroundColor") != "rgba(0, 0, 0, 0)"
+        assert page.evaluate("getComputedStyle(document.querySelector('ol.decks')).display") == "grid"
+        assert page.locator("ol.decks li a").count() == len(NOTEBOOKS)
+        page.screenshot(path=str(shots / "index.png"))
     assert not blocked, f"the decks tried to reach the network: {blocked[:5]}"
 
 
