@@ -121,6 +121,21 @@ def _shape(t) -> str:
     return f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
 
 
+def _tensors_in(obj, out: list) -> list:
+    """The tensors in ``obj`` and in the lists, tuples and dicts it nests (what torch
+    functions take and return): pytree's ``tree_flatten`` does the same at several times
+    the cost, and this runs on every torch call under the check."""
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, (list, tuple)):
+        for item in obj:
+            _tensors_in(item, out)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            _tensors_in(item, out)
+    return out
+
+
 class DeviceCheck(TorchFunctionMode):
     """Tracks which tensors a GPU would hold and refuses what a GPU would refuse."""
 
@@ -265,8 +280,7 @@ class DeviceCheck(TorchFunctionMode):
     def _generic(self, func, name, args, kwargs, target: bool | None = None):
         """Run ``func``; ``target``: whether its outputs are on the device (None: where its
         inputs are, after the check that they are in one place)."""
-        flat, _ = tree_flatten((args[:1], {}) if name in _SELF_ONLY else (args, kwargs))
-        tensors = [t for t in flat if torch.is_tensor(t)]
+        tensors = _tensors_in(args[:1] if name in _SELF_ONLY else (args, kwargs), [])
         on = [t for t in tensors if self.on_device(t)]
         if target is None:
             generator = kwargs.get("generator")
@@ -279,8 +293,7 @@ class DeviceCheck(TorchFunctionMode):
                 self._allow_or_raise(name, args, on, off)
         out = func(*args, **kwargs)
         if target if target is not None else on:
-            outputs, _ = tree_flatten(out)
-            for i, o in enumerate(outputs):
+            for i, o in enumerate(_tensors_in(out, [])):
                 if (name, i) not in _CPU_OUTPUTS:
                     self._mark(o, True)
         return out
@@ -306,7 +319,7 @@ class DeviceCheck(TorchFunctionMode):
     def module_pre_hook(self, module, args):
         """A model whose parameters stayed on the CPU, called on a batch on the device (the
         message torch would give names an operation deep inside; this one names the model)."""
-        if not any(self.on_device(t) for t in tree_flatten(args)[0]):
+        if not any(self.on_device(t) for t in _tensors_in(args, [])):
             return None  # small CPU demos (a layer on random numbers) are fine on a GPU machine
         stray = self._stray(module._parameters.values())
         if stray:
