@@ -7,7 +7,13 @@ TORCH_SPEC  ?= torch==2.13.0
 # Extra pip arguments for the torch install only, e.g. a CPU-only index on a laptop:
 #   make lab TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
 TORCH_PIP_ARGS ?=
-EXTRAS      ?= lab,test,book
+# The extras installed: students get `lab` only from `make lab` (no grading tools, so no
+# Nbgrader menu); every other target takes lab,test,book. A lecturer who wants the grading
+# tools in JupyterLab too: `make lab EXTRAS=lab,test`. Each set has its own stamp.
+EXTRAS      ?=
+comma       := ,
+LAB_EXTRAS  := $(or $(EXTRAS),lab)
+ALL_EXTRAS  := $(or $(EXTRAS),lab$(comma)test$(comma)book)
 PORT        ?= 8888
 # JupyterLab refuses to run as root unless told (containers, CI machines)
 LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
@@ -15,7 +21,8 @@ PYTEST_WORKERS ?= 2
 
 BIN   := $(VENV)/bin
 PY    := $(BIN)/python
-STAMP := $(VENV)/.installed
+STAMP := $(VENV)/.installed-$(ALL_EXTRAS)
+LAB_STAMP := $(VENV)/.installed-$(LAB_EXTRAS)
 
 # Threads that cannot stall on small machines (see course_utils/runtime.py).
 export OMP_WAIT_POLICY ?= PASSIVE
@@ -29,23 +36,30 @@ install: $(STAMP)
 
 # 1. the venv, 2. torch first and pinned, 3. the package and its extras under the
 # constraints file, so that nothing can move torch, 4. a check that nothing did.
-$(STAMP): pyproject.toml constraints.txt
+# (one rule for both stamps: $* is the extras, e.g. .venv/.installed-lab)
+$(VENV)/.installed-%: pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), f"Python >= 3.11 needed, found {sys.version.split()[0]}"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[$(EXTRAS)]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[$*]"
 	$(PY) -m pip check
 	$(PY) -c 'import torch; print("torch", torch.__version__)'
-	touch $(STAMP)
+	touch $@
 
 # The README's set-up without make, run as written in a fresh venv, then 00 executed with it
 # (about 1-2 minutes with pip's wheels at hand; not part of `make test`).
 install-check:
 	$(PYTHON) scripts/install_check.py
 
-lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) $(LAB_ARGS)
+# JupyterLab on the repository's folder (notebooks/ and assignments/release/ both in the file
+# browser), opening on notebooks/.
+LAB_OPEN ?= /lab/tree/notebooks
+# binder/overrides.json: JupyterLab's defaults for students, as in the hub image (file names in
+# full, no news pop-up).
+lab: $(LAB_STAMP)
+	@mkdir -p $(VENV)/share/jupyter/lab/settings && cp binder/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=$(LAB_OPEN) --port=$(PORT) $(LAB_ARGS)
 
 # Unit tests and strict nbval over every notebook, in the fast profile.
 # pytest's exit status 5 (no tests collected) is reported but does not fail the target.
@@ -91,6 +105,21 @@ browser-test: $(STAMP)
 	    -n $(PYTEST_WORKERS) --dist loadfile tests/test_browser_lab_*.py tests/test_slides.py
 	@echo "screenshots: build/browser/*.png (one per notebook), build/slides-check/*.png (decks)"
 
+# The hub image's configuration (binder/, README "Where classes run"), checked without Docker:
+# repo2docker (installed into build/hub/r2d, apart from the course's venv) must build from binder/;
+# binder's install steps run in a fresh venv (torch's CPU build, then postBuild); JupyterLab
+# started the `make lab` way from it has no grading tools, no warning, and the assignments in
+# reach (screenshots in build/hub/); the README's first cell for a hosted notebook service runs
+# in a fresh venv that already has the torch of `make torch-check` (.venv-torch; skipped without).
+# Two fresh venvs: about 25 minutes on a busy 2-core machine; not part of `make test`, which runs
+# the quick tests of tests/test_hub.py.
+R2D_VENV = build/hub/r2d
+.PHONY: hub-check
+hub-check: $(STAMP)
+	@test -x $(R2D_VENV)/bin/jupyter-repo2docker || { $(PYTHON) -m venv $(R2D_VENV) && \
+	    $(R2D_VENV)/bin/python -m pip install --quiet jupyter-repo2docker; }
+	COURSE_HUB_CHECK=1 COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest -rs -s tests/test_hub.py
+
 # The device check: every notebook, every assignment's source notebook and every script that
 # trains, on this CPU as if a CUDA GPU were there (COURSE_DEVICE=check, 2 steps per training
 # run); stops at the first device mistake with the cell or line, the shapes and the fix.
@@ -116,6 +145,33 @@ nbval: $(STAMP)
 	@$(FRESH_TEST_RESULTS)
 	env $(FOREIGN_ENV) COURSE_PROFILE=fast COURSE_NUM_THREADS=1 COURSE_RESULTS_DIR=$(CURDIR)/$(TEST_RESULTS) \
 	    $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(NBVAL_ARGS) notebooks
+
+# Another torch (README: "Any torch you already have"): a separate venv, $(TORCH_VENV)/ (git-ignored),
+# with that torch installed first and the course's lab and test extras after it WITHOUT the
+# constraints file (as a student with their own torch would), then strict nbval of every notebook
+# exactly as `make nbval` runs it. Not part of `make test` (the venv alone is ~5.5 GB with a CUDA
+# build; 76 min on a busy 2-core machine, 18 of them installing). `make torch-check` checks torch==2.14.1;
+# `make torch-check TORCH_SPEC=torch==2.2.2` another one (the venv is rebuilt when the spec changes).
+TORCH_VENV  ?= .venv-torch
+CHECK_TORCH := $(if $(filter command line environment,$(origin TORCH_SPEC)),$(TORCH_SPEC),torch==2.14.1)
+TORCH_PY    := $(TORCH_VENV)/bin/python
+TORCH_RESULTS = build/torch-check/results
+.PHONY: torch-check
+torch-check:
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), f"Python >= 3.11 needed, found {sys.version.split()[0]}"'
+	@if [ "$$(cat $(TORCH_VENV)/.torch-spec 2>/dev/null)" != "$(CHECK_TORCH)" ]; then \
+	    set -e; rm -rf $(TORCH_VENV); $(PYTHON) -m venv $(TORCH_VENV); \
+	    $(TORCH_PY) -m pip install --quiet --upgrade pip; \
+	    $(TORCH_PY) -m pip install --quiet $(TORCH_PIP_ARGS) "$(CHECK_TORCH)"; \
+	    $(TORCH_PY) -m pip install --quiet -e ".[lab,test]"; \
+	    $(TORCH_PY) -m pip check; \
+	    echo "$(CHECK_TORCH)" > $(TORCH_VENV)/.torch-spec; fi
+	@$(TORCH_PY) -c 'import torch; print("make torch-check: torch", torch.__version__, "in $(TORCH_VENV)")'
+	@rm -rf $(TORCH_RESULTS) && mkdir -p $(TORCH_RESULTS) && cp -r results/. $(TORCH_RESULTS)/
+	@start=$$(date +%s); env $(if $(filter 1 strong,$(FOREIGN_ARITHMETIC)),$$($(TORCH_PY) scripts/foreign_arithmetic.py $(FOREIGN_FLAG)),) \
+	    COURSE_PROFILE=fast COURSE_NUM_THREADS=1 COURSE_RESULTS_DIR=$(CURDIR)/$(TORCH_RESULTS) \
+	    $(TORCH_PY) -m pytest -rs -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(NBVAL_ARGS) notebooks; rc=$$?; \
+	echo "make torch-check: $$($(TORCH_PY) -c 'import torch; print(torch.__version__)'): pytest exit status $$rc after $$(( $$(date +%s) - start )) s"; exit $$rc
 
 # Re-execute every notebook in place (fast profile, CPU, native arithmetic) and store its outputs.
 notebooks: $(STAMP)
@@ -166,4 +222,4 @@ clean:
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(TORCH_VENV)

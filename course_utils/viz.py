@@ -316,6 +316,7 @@ def _offline_bertviz_html(bertviz_html: str, include_libraries: bool) -> str:
         "  function start() {\n"
         f"    var libs = window.{_GLOBAL};\n"
         "    if (!libs) { setTimeout(start, 50); return; }  // libraries not evaluated yet\n"
+        f"    document.querySelectorAll('[{_NOTE_ATTR}=\"{div_id}\"]').forEach(function (n) {{ n.remove(); }});\n"
         "    var require = {config: function () {}};  // no loader: nothing to configure\n"
         "    var requirejs = function (deps, callback) {\n"
         "      callback.apply(null, deps.map(function (d) { return d === 'd3' ? libs.d3 : libs.jQuery; }));\n"
@@ -323,7 +324,33 @@ def _offline_bertviz_html(bertviz_html: str, include_libraries: bool) -> str:
         f"{script}\n"
         "  }\n  start();\n})();\n</script>\n")
     libs = bertviz_libraries_html() if include_libraries else ""
-    return libs + head + wrapped
+    return libs + _untrusted_note(div_id) + head + wrapped
+
+
+# A stored notebook opened fresh is not trusted: JupyterLab (and GitHub, nbviewer) then show
+# its HTML without running the scripts, so the view would be an empty "Layer:" selector. This
+# line says what to do; the view's own script removes it as soon as it draws.
+_NOTE_ATTR = "data-bertviz-note"
+
+
+def _untrusted_note(div_id: str) -> str:
+    return (f'<div {_NOTE_ATTR}="{div_id}" style="padding:6px 10px;border-left:4px solid #e69f00;'
+            'background:#fff8e6;color:#222;font-family:sans-serif;font-size:14px;">'
+            "<b>Interactive attention view (bertviz):</b> it is drawn by JavaScript when this "
+            "cell runs. Run the cell to see it (a stored notebook opened fresh is not trusted, "
+            "so its scripts do not run).</div>\n")
+
+
+def _view_html(html: str, kind: str):
+    """``IPython.display.HTML`` whose plain-text form names the view (consoles, text exports)
+    instead of ``<IPython.core.display.HTML object>``; IPython is imported only here."""
+    from IPython.display import HTML
+
+    class BertvizView(HTML):
+        def __repr__(self) -> str:
+            return f"<bertviz {kind.replace('_', ' ')}: interactive, drawn by JavaScript when the cell runs>"
+
+    return BertvizView(html)
 
 
 def _as_layer_list(attention, name):
@@ -343,7 +370,6 @@ def _as_layer_list(attention, name):
 def _bertviz_view(kind, include_libraries, attention=None, tokens=None, encoder_attention=None,
                   decoder_attention=None, cross_attention=None, **kwargs):
     import bertviz  # imported lazily: it takes seconds
-    from IPython.display import HTML
     if include_libraries is None:
         include_libraries = not _bertviz_state["libraries_sent"]
     args = {"attention": _as_layer_list(attention, "attention"), "tokens": tokens,
@@ -355,7 +381,7 @@ def _bertviz_view(kind, include_libraries, attention=None, tokens=None, encoder_
     html = _offline_bertviz_html(view.data, include_libraries)
     if include_libraries:
         _bertviz_state["libraries_sent"] = True
-    return HTML(html)
+    return _view_html(html, kind)
 
 
 def head_view(attention=None, tokens=None, *, include_libraries: bool | None = None, **kwargs):

@@ -76,6 +76,9 @@ def explorer(controls: Mapping[str, object], render: Callable[..., str], *, watc
         except ValueError as err:
             view.value = message_html(str(err))
 
+    for control in controls.values():
+        if hasattr(getattr(control, "style", None), "description_width"):
+            control.style.description_width = "initial"   # labels in full ("source words", not "source wo...")
     box = _explorer_type()([*controls.values(), view])
     box.controls, box.view, box.refresh = list(controls.values()), view, refresh
     for name, control in controls.items():

@@ -533,6 +533,10 @@ def render(report: dict) -> str:
     gpu = report.get("gpu")
     if gpu:
         out += [f"## On a GPU: {gpu['device']}", "", gpu["text"], ""]
+    for key in ("memory", "torch_check"):   # recorded by hand (docs/benchmarks.json), shown as they are
+        part = report.get(key)
+        if part:
+            out += [f"## {part['title']}", "", part["text"], ""]
     at = report.get("attention")
     if at:
         out += ["## Attention: course_utils against torch", "",

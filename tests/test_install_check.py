@@ -19,7 +19,7 @@ def test_the_readme_lines_install_the_pinned_torch_first_then_the_lab_extra_unde
     assert pinned == makefile_torch
     assert lines[1] == f".venv/bin/python -m pip install {pinned}"            # torch first, pinned
     assert lines[2] == '.venv/bin/python -m pip install -c constraints.txt -e ".[lab]"'
-    assert lines[3].startswith(".venv/bin/jupyter lab --notebook-dir=notebooks")
+    assert lines[3].startswith(".venv/bin/jupyter lab --LabApp.default_url=/lab/tree/notebooks")
 
 
 def test_a_readme_without_the_markers_is_named(tmp_path):
