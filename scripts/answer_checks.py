@@ -18,12 +18,17 @@ hand-kept list): every ``course_utils`` name that a locked cell other than a tes
 uses is handed to the student (data loading, ``train``, ``translate``, ``bleu``, the
 configs); every other ``course_utils`` name is a reference answer. Other libraries' reference
 answers are listed in the source notebook's metadata (``course.reference_answers``, e.g.
-``torch.nn.MultiheadAttention``; a module there forbids everything in it). Names are compared
+``torch.nn.MultiheadAttention``; a module there forbids everything in it, a ``torch.Tensor``
+method such as ``torch.Tensor.unfold`` every ``x.unfold(...)``). Names are compared
 as the objects they resolve to, so a re-export or alias of a forbidden object is forbidden too.
 
-A question scores 0 when its test cell reaches a flagged answer: the names the test uses,
-followed through the definitions of every cell before it (a helper defined in another
-answer cell included). A monkeypatch zeroes every question after the cell that does it.
+An answer cell may import only the modules of ``ALLOWED_MODULES`` (torch and its public
+submodules, math, numpy, ...; the course package name by name): any other import, a private
+name (``torch._C``, ``torch._utils``), ``torch.ops`` and the rest of ``DENIED_NAMES``, and
+``getattr`` with a computed name, a private one or a listed method's (``getattr(x, "unfold")``)
+count as hidden code. Every finding, a reference answer included, zeroes every question after
+the answer cell that holds it (the reason names the flagged definition the test reaches, when
+it reaches one): a reference stored into an object by another statement cannot be traced.
 The check reads code, it does not run it: it is meant to catch what a student would try,
 and names what it found, so that a lecturer can look.
 """
@@ -47,6 +52,22 @@ DYNAMIC_NAMES = {"sys.modules", "sys._getframe", "sys.meta_path"}
 DYNAMIC_ATTRIBUTES = {"__globals__", "__dict__", "__builtins__", "__subclasses__", "__code__",
                       "__closure__", "__loader__", "__spec__", "__getattribute__", "__import__",
                       "__wrapped__", "__func__", "f_globals", "f_back"}
+# What an answer cell may import (an allow-list, not a block-list: every other module is a
+# door this reading cannot watch: pydoc.locate, timeit, operator.methodcaller, ...). The course
+# package is checked name by name (what the read-only cells hand out); os and time are there
+# because ordinary answers use them (a path check, a sleep), never to reach code by name.
+ALLOWED_MODULES = {"torch", "math", "numpy", "collections", "itertools", "functools", "typing",
+                   "dataclasses", "heapq", "re", "string", "statistics", "random", "copy", "os", "time",
+                   "__future__"}
+# Parts of allowed modules that reach code by name, load code, or run it elsewhere (private
+# names, ``_x``, are refused everywhere).
+DENIED_NAMES = {"torch.ops", "torch.hub", "torch.package", "torch.utils.cpp_extension", "torch.multiprocessing",
+                "torch.distributed", "torch.utils.model_zoo", "torch.library", "torch.classes",
+                "torch.utils.benchmark", "torch.utils.collect_env", "torch.utils.bottleneck", "torch.serialization",
+                "numpy.f2py", "numpy.ctypeslib", "numpy.distutils", "typing.get_type_hints", "typing.ForwardRef",
+                "string.Formatter", "os.sys"}
+# Builtins that take an attribute's name as a string.
+BY_NAME = {"getattr", "setattr", "delattr", "hasattr"}
 
 
 @dataclass
@@ -247,6 +268,55 @@ def _is_module(obj) -> bool:
     return type(obj).__name__ == "module"
 
 
+def _private(part: str) -> bool:
+    """``_x`` (not a dunder such as ``__init__``: those of concern are DYNAMIC_ATTRIBUTES)."""
+    return part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+
+
+_denied_ids: dict[int, str] = {}
+
+
+def outside_allowed(qual: str, handed: frozenset = frozenset()) -> str | None:
+    """Why the module or attribute chain ``qual`` is out of an answer's reach (None when it
+    is not): a module not in ALLOWED_MODULES (or in ``handed``, the modules the read-only
+    cells import from: ``pathlib`` for ``Path``), a private name, or one of DENIED_NAMES (also
+    under another name: ``torch.sys`` is the module sys)."""
+    parts = qual.split(".")
+    allowed = ALLOWED_MODULES | handed
+    if parts[0] == PACKAGE:
+        return None  # checked name by name (Rules.verdict)
+    if parts[0] not in allowed:
+        return f"import {parts[0]}, not a module an answer may import"
+    if any(_private(p) for p in parts[1:]):
+        return f"{qual}, a private name"
+    if parts[0] == "os" and len(parts) > 1 and parts[1] != "path":
+        return f"{qual} (of os, only os.path may be used: no processes, no environment)"
+    for denied in DENIED_NAMES:
+        if qual == denied or qual.startswith(denied + "."):
+            return qual
+    if not _denied_ids:
+        for denied in DENIED_NAMES:  # the ones already loaded (importing numpy.distutils would warn)
+            obj = sys.modules.get(denied.split(".")[0])
+            for attr in denied.split(".")[1:]:
+                obj = getattr(obj, attr, None) if obj is not None else None
+            if obj is not None:
+                _denied_ids[id(obj)] = denied
+    for i in range(2, len(parts) + 1):  # every prefix: a module reached as an attribute is imported
+        prefix = ".".join(parts[:i])
+        obj = resolve(prefix)
+        if obj is None:
+            return None
+        if id(obj) in _denied_ids:
+            return f"{prefix} ({_denied_ids[id(obj)]})"
+        if _is_module(obj) and prefix != "os.path":  # posixpath, under the name the check allows
+            name = getattr(obj, "__name__", "") or ""
+            if name.split(".")[0] not in allowed | {PACKAGE} or any(_private(p) for p in name.split(".")[1:]) \
+                    or any(name == d or name.startswith(d + ".") for d in DENIED_NAMES) \
+                    or (name == "os" and i > 1 and prefix != "os"):
+                return f"{prefix} (the module {name})"
+    return None
+
+
 def walk_scoped(node, local=frozenset()):
     """Every node under ``node`` with the names that are local where it stands (parameters
     and assignments of the enclosing functions; class bodies do not make names local)."""
@@ -295,8 +365,12 @@ class Rules:
         self.allowed = set()      # ids of course_utils objects the read-only cells hand out
         self.forbidden = {}       # id -> qualified name, of other libraries' reference answers
         self.forbidden_modules = []
+        self.forbidden_methods = {}  # name -> qualified name, of listed torch.Tensor methods (x.unfold(...))
         for qual in reference_answers:
             obj = resolve(qual)
+            if obj is None and "." not in qual and _findable(qual):
+                self.forbidden_modules.append(qual)  # an installed library (transformers), all of it: found, not imported
+                continue
             if obj is None:
                 raise ValueError(f"reference answer {qual!r} (notebook metadata course.reference_answers) "
                                  "does not name an importable object")
@@ -304,6 +378,8 @@ class Rules:
                 self.forbidden_modules.append(qual)
             else:
                 self.forbidden[id(obj)] = qual
+                if qual.startswith("torch.Tensor.") and qual.count(".") == 2:
+                    self.forbidden_methods[qual.rsplit(".", 1)[1]] = qual
         names = Names()
         for cell in source_cells:
             if cell.cell_type != "code" or is_answer(cell):
@@ -356,6 +432,7 @@ def check_cell(tree, gid: str, names: Names, rules: Rules, own: set[str]) -> lis
     objects, free to rebind)."""
     found = []
     parents = _parents(tree)
+    handed = frozenset(q.split(".")[0] for n, q in names.qualname.items() if names.origin.get(n) == "locked")
     for k, stmt in enumerate(tree.body):
         def add(kind, what):
             if not any(f.kind == kind and f.what == what and f.at == k for f in found):
@@ -370,6 +447,8 @@ def check_cell(tree, gid: str, names: Names, rules: Rules, own: set[str]) -> lis
                     add(kind, qual)
                 if not _findable(qual.split(".")[0]):  # e.g. a file the answer wrote itself
                     add("dynamic", f"import {qual.split('.')[0]}, a module that is not installed")
+                elif not kind and outside_allowed(qual, handed):
+                    add("dynamic", outside_allowed(qual, handed))
             if isinstance(node, ast.ImportFrom):
                 if node.level:
                     add("dynamic", "a relative import")
@@ -384,13 +463,39 @@ def check_cell(tree, gid: str, names: Names, rules: Rules, own: set[str]) -> lis
                 kind = rules.verdict(qual)
                 if kind:
                     add(kind, qual)
+                elif not isinstance(parents.get(id(node)), ast.Attribute) and outside_allowed(qual, handed):
+                    add("dynamic", outside_allowed(qual, handed))  # torch._C..., torch.ops..., os.sys
                 parent = parents.get(id(node))
                 if not isinstance(parent, ast.Attribute) and rules.holds_reference(qual):
                     add("dynamic", f"the module {qual} as a value")  # passed around, then used
+            if isinstance(node, ast.Attribute) and node.attr in rules.forbidden_methods and qual is None:
+                add("reference", rules.forbidden_methods[node.attr])  # a tensor's method: x.<name>(...)
             if isinstance(node, ast.Attribute) and node.attr in DYNAMIC_ATTRIBUTES:
                 add("dynamic", f".{node.attr}")
             if isinstance(node, ast.Name) and node.id in DYNAMIC_CALLS and node.id not in local | own:
                 add("dynamic", f"{node.id}()")
+            if isinstance(node, ast.Name) and node.id in BY_NAME and node.id not in local | own:
+                parent = parents.get(id(node))
+                if not (isinstance(parent, ast.Call) and parent.func is node):
+                    add("dynamic", f"{node.id} as a value")  # functools.partial(getattr, x), map(getattr, ...)
+                else:
+                    attr = parent.args[1] if len(parent.args) > 1 else None
+                    name = attr.value if isinstance(attr, ast.Constant) and isinstance(attr.value, str) else None
+                    if name is None:
+                        add("dynamic", f"{node.id}(..., <computed name>)")
+                    elif name in rules.forbidden_methods:
+                        add("dynamic", f"{node.id}(..., {name!r}), the listed {rules.forbidden_methods[name]}")
+                    elif _private(name) or name in DYNAMIC_ATTRIBUTES:
+                        add("dynamic", f"{node.id}(..., {name!r})")
+            if isinstance(node, ast.keyword) and (node.arg, getattr(node.value, "value", None)) in (
+                    ("weights_only", False), ("allow_pickle", True)):
+                add("dynamic", f"{node.arg}={node.value.value} (unpickling runs code)")
+            if isinstance(node, ast.Constant) and node.value in ("weights_only", "allow_pickle",
+                                                                  "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"):
+                add("dynamic", f"{node.value!r} as a string (unpickling runs code)")  # **{'weights_only': False}
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local \
+                    and scope.qualname.get(node.id) == "os" and not isinstance(parents.get(id(node)), ast.Attribute):
+                add("dynamic", "the module os as a value")
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args \
                     and node.func.id in ("getattr", "setattr", "delattr") and node.func.id not in local | own:
                 base = _dotted(node.args[0])
@@ -451,29 +556,32 @@ def check(cells, rules: Rules, *, is_answer, is_test, grade_id, answer_names: se
                 if _read_later(name, [j for j in read_only if j > i], reads, bound):
                     findings.append(Finding("monkeypatch", grade_id(cell), name, k))
         report.findings += findings
-    # which test cells it costs: hidden code and monkeypatches every later one; a
-    # reference answer the ones whose code reaches it
-    everything_after = min((index_of[f.cell] for f in report.findings if f.kind != "reference"), default=None)
+    # which test cells it costs: every one after the answer cell that holds a finding, of
+    # whatever kind. (A reference answer once cost only the questions whose code reached it;
+    # a reference stored into an object by a later statement, `_impl["f"] = ref`,
+    # `Model.forward = ref.forward`, `_impl.update(f=ref)`, was never traced back to them.)
+    # The reason given: the flagged definition the test's code reaches, if it reaches one,
+    # else the first finding before it.
+    ordered = sorted(report.findings, key=lambda f: (index_of[f.cell], f.at))
     flagged = {}
     for f in report.findings:
         flagged.setdefault((index_of[f.cell], f.at), []).append(f)
     defs: dict[str, tuple[int, int, ast.stmt]] = {}  # name -> its last binding so far
     for j, tree in trees.items():
         cell = cells[j]
-        hit = None
-        if is_test(cell) and everything_after is not None and everything_after < j:
-            first = next(f for f in report.findings
-                         if f.kind != "reference" and index_of[f.cell] == everything_after)
-            report.zeroed[grade_id(cell)] = first.reason()
-        elif is_test(cell):
+        before = [f for f in ordered if index_of[f.cell] < j]
+        if is_test(cell) and before:
             hit = _reaches(tree, defs, flagged)
+            if hit:
+                name, f = hit
+                report.zeroed[grade_id(cell)] = (f.reason() if name == f.what.split(".")[-1]
+                                                 else f.reason()[:-1] + f", through {name})")
+            else:
+                first = next((f for f in before if f.kind != "reference"), before[0])
+                report.zeroed[grade_id(cell)] = first.reason()
         for k, stmt in enumerate(tree.body):
             for name in bound_names(stmt):
                 defs[name] = (j, k, stmt)
-        if hit:
-            name, f = hit
-            report.zeroed[grade_id(cell)] = (f.reason() if name == f.what.split(".")[-1]
-                                             else f.reason()[:-1] + f", through {name})")
     return report
 
 

@@ -31,14 +31,16 @@ The questions an assignment's ``checks.py`` lists are judged outside the sandbox
 the student's functions on the grader's inputs and sends back plain data, and the grader
 compares it with the reference answers it computes itself. The other test cells count as
 nbgrader counts them: a test cell that raises (or writes to stderr) scores 0, one that
-runs scores its points. Before that, ``answer_checks`` reads the answer cells: a
-question whose code reaches a reference answer (``course_utils`` beyond what the read-only
-cells hand out, or a library implementation the source's metadata lists) scores 0, and an
-answer that hides code or monkeypatches what the tests use costs every later question.
+runs scores its points. Before that, ``answer_checks`` reads the answer cells: an answer
+cell that uses a reference answer (``course_utils`` beyond what the read-only cells hand out,
+or a library implementation the source's metadata lists), imports a module outside its
+allow-list, hides code or monkeypatches what the tests use costs its question and every later one.
 A folder is graded several submissions at a time, each in its sandbox, each stopped at a
 time limit; whatever goes wrong with one is that row's error; the result is ``grades.csv``
 (cells a spreadsheet would run escaped) and one feedback notebook per student (no hidden
-test in it). A handed-in checkpoint with the reference weights scores 0 on its question.
+test in it). A handed-in checkpoint with the reference weights, or one whose model computes
+the reference model's function (``output_distance`` under ``NEAR_REFERENCE_OUTPUTS``: noise
+added, units permuted, a temperature), scores 0 on its question.
 
 Leaves out: the nbgrader gradebook database, late penalties, manual grading, feedback
 HTML (use a full nbgrader course for those; the notebooks are compatible).
@@ -444,7 +446,7 @@ def answer_check_summary(nb, source) -> dict:
 
 
 HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS\n.*?^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.M | re.S)
-PROBE = "grader_probe"  # metadata key of the cells the grader adds
+PROBE = grader_sandbox.PROBE_KEY  # metadata key of the cells the grader adds
 REFERENCE_CHECKPOINT = "reference checkpoint handed in"
 
 
@@ -509,6 +511,61 @@ def same_weights(theirs: Path, ref: Path) -> bool:
         return False
 
 
+NEAR_REFERENCE_OUTPUTS = 0.035  # output distance (see output_distance) below which a model is the reference one
+
+
+def _floats(value) -> list:
+    """The floating-point tensors in an output (a tensor, or tuples, lists and dicts of them), in
+    order, each centred over its last dimension (logits: a softmax ignores a constant added to a
+    row, and a1's rows share an offset of about -15 that would hide every difference)."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        if not value.is_floating_point():
+            return []
+        x = value.double()
+        if x.dim() >= 1 and x.shape[-1] > 1:
+            x = x - x.mean(-1, keepdim=True)
+        return [x.reshape(-1)]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _floats(v)]
+    return []
+
+
+def output_distance(theirs, ref) -> float:
+    """mean |s * theirs - ref| / mean |ref| over the floating-point tensors of two outputs of
+    the same calls, centred per row, with ``s`` the least-squares scale (a copy whose logits
+    are only multiplied, a temperature, is as near as the copy itself); inf when they do not
+    line up."""
+    import torch
+    a, b = _floats(theirs), _floats(ref)
+    if not b or len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
+        return float("inf")
+    a, b = torch.cat(a), torch.cat(b)
+    size = b.abs().mean().item()
+    if not size > 0 or not torch.isfinite(a).all():
+        return float("inf")
+    s = float((a * b).sum() / (a * a).sum()) if float((a * a).sum()) > 0 else 0.0
+    return (s * a - b).abs().mean().item() / size
+
+
+_reference_outputs: dict = {}
+_reference_outputs_lock = __import__("threading").Lock()
+
+
+def reference_outputs(question, reference: Path) -> list:
+    """What the reference class holding the reference weights (``reference``, a checkpoint)
+    gives on the trained-model question's calls: computed once per class."""
+    import torch
+    key = (str(Path(reference).resolve()), id(question))
+    with _reference_outputs_lock:
+        if key not in _reference_outputs:
+            state = torch.load(reference, map_location="cpu", weights_only=True)
+            _reference_outputs[key] = question.expected_for(question.calls(state))
+        return _reference_outputs[key]
+
+
 def _student_checkpoint(path: Path, question) -> tuple[dict | None, str]:
     """The handed-in checkpoint, read here with ``weights_only`` (no code in it runs), or
     why it cannot be graded."""
@@ -552,7 +609,7 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
     questions = questions_judged_outside(sources[name])
     start = time.perf_counter()
     flags = list(found["flags"]) + ([] if sandbox else [NO_SANDBOX_FLAG])
-    without_checkpoint, copied_checkpoint = [], []
+    without_checkpoint, copied_checkpoint, handed_in = [], [], set()
     with tempfile.TemporaryDirectory(prefix=f"grade-{name}-") as tmp:
         work = Path(tmp) / "work"
         (work / "in").mkdir(parents=True)
@@ -568,6 +625,7 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
                                           f"(expected at most {MAX_CHECKPOINT_BYTES // 2**20} MiB)")
                 shutil.copy(theirs, work / ref.name)
                 used.append(f"the submitted checkpoint {theirs.name}")
+                handed_in.add(ref.name)
                 if same_weights(theirs, ref):
                     flags.append(REFERENCE_CHECKPOINT)
                     copied_checkpoint = trained_model_questions(source)
@@ -601,9 +659,9 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
         executed, timed_out, problem = grader_sandbox.run_notebook(
             runnable, work, ROOT, time_limit, timeout, sandbox=sandbox, env=GRADING_ENV,
             hide=[Path(tmp), Path(source_dir), *hide], cpu=cpu)
-        answers = {}
+        answers = {}  # what each probe wrote, taken by the runner as soon as its cell had run
         for gid in questions:
-            path = work / "out" / f"{gid}.json"
+            path = work / grader_sandbox.PROBES / f"{gid}.json"
             if path.is_file() and not path.is_symlink() and path.stat().st_size < MAX_ANSWER_BYTES:
                 answers[gid] = path.read_text(errors="replace")
     seconds = time.perf_counter() - start
@@ -624,8 +682,16 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
         elif gid in questions and gid in trained:
             question = questions[gid]
             try:
-                ok, why = grader_verdicts.judge(question, answers.get(gid), cases[gid],
-                                                question.expected_for(cases[gid]))
+                expected = question.expected_for(cases[gid])  # the reference class, the student's weights
+                reference = Path(source_dir) / name / question.checkpoint
+                if question.checkpoint in handed_in and reference.is_file():
+                    # what the weights do, not what they are: a copy with noise added, or with its
+                    # units or heads permuted, computes the reference model's function
+                    distance = output_distance(expected, reference_outputs(question, reference))
+                    if distance < NEAR_REFERENCE_OUTPUTS:
+                        flags.append(REFERENCE_CHECKPOINT)
+                        copied_checkpoint.append(gid)
+                ok, why = grader_verdicts.judge(question, answers.get(gid), cases[gid], expected)
                 if ok:
                     ok, why = question.verdict(trained[gid])
             except Exception as err:  # noqa: BLE001  (weights that do not fit the reference model)
@@ -870,6 +936,11 @@ def main(argv=None) -> int:
         if not args.submission:
             raise AssignmentError("no submission given: make grade SUBMISSION=path/to/notebook.ipynb "
                                   "(or SUBMISSION=path/to/folder/)")
+        import torch
+        # the grader's own torch work (reference answers, trained-model verdicts) on one thread,
+        # as the submissions run: a folder's threads share the cores, and on a busy 2-core
+        # machine one reference answer took 38 s on the default threads against 2.5 s on one
+        torch.set_num_threads(int(GRADING_ENV["COURSE_NUM_THREADS"]))
         if Path(args.submission).is_dir():
             start = time.perf_counter()
             path, rows = grade_folder(args.submission, args.workers, args.time_limit or DEFAULT_TIME_LIMIT,

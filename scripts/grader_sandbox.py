@@ -21,6 +21,15 @@ JSON file per probe (``encode``/``decode``: numbers, strings, lists, tuples, dic
 tensors as lists of numbers; never pickle). The grader judges it in its own process
 (scripts/grader_verdicts.py).
 
+A probe's answer is taken out of the student's reach as soon as its cell has run: the runner
+(not the kernel) removes ``out/<question>.json`` before the probe cell, reads and removes it
+right after, and keeps it in its own memory (the runner makes itself non-dumpable, so the
+kernel, the same user, can neither trace it nor open its files through ``/proc``). At the end
+it kills every other process of the sandbox and only then writes the answers (``probes/``),
+the executed notebook and ``executed.done``: a later cell, a thread or a detached process
+cannot change an earlier probe's answer (found by the a6 red team: the last answer cell
+recomputed every earlier probe's answers and overwrote their files).
+
 Leaves out: Docker (bubblewrap is the one sandbox here), cgroup limits on the total memory
 of a sandbox (the address-space limit is per process).
 """
@@ -48,6 +57,8 @@ NO_SANDBOX_FLAG = "not sandboxed (--no-sandbox)"
 IN_SANDBOX_WORK = "/tmp/work"      # the work folder, as the sandbox sees it
 IN_SANDBOX_CODE = "/tmp/grader"    # this file, as the sandbox sees it
 TIME_LIMIT_ERROR = "TimeLimit"
+PROBE_KEY = "grader_probe"         # metadata key of a probe cell (its value: the question's grade_id)
+PROBES = "probes"                  # the folder of the probes' answers, written by the runner at the end
 
 
 class SandboxError(Exception):
@@ -230,12 +241,14 @@ def probe_source(question: str, work: str, code: str) -> str:
 # --------------------------------------------------------------------------------------
 
 def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = None,
-            output_bytes: int | None = None, env: dict | None = None) -> bool:
+            output_bytes: int | None = None, env: dict | None = None, probes: dict | None = None) -> bool:
     """Run ``nb`` in place in ``workdir`` with the course kernel; errors are kept in the
     outputs (every cell runs). ``timeout``: seconds per cell; ``time_limit``: seconds for
     the whole notebook, after which the running cell is interrupted and the remaining cells
     are not run (their output says so); ``output_bytes``: the output kept in all (what is
-    printed beyond it is dropped, with a note). Returns whether the time limit was reached."""
+    printed beyond it is dropped, with a note); ``probes``: filled with question -> the text
+    its probe cell wrote, read and removed as soon as that cell has run. Returns whether the
+    time limit was reached."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -250,7 +263,17 @@ def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = No
                     "error", ename=TIME_LIMIT_ERROR, traceback=[],
                     evalue=f"not run: the submission's time limit ({time_limit:g} s) was reached")]
                 return cell
-            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+            question = cell.get("metadata", {}).get(PROBE_KEY)
+            if not isinstance(question, str):
+                return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+            answer = Path(workdir, "out", f"{question}.json")
+            _take(answer)  # whatever an earlier cell wrote there is not this probe's answer
+            try:
+                return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+            finally:
+                text = _take(answer)
+                if text is not None and probes is not None:
+                    probes[question] = text
 
         def output(self, outs, msg, display_id, cell_index):
             if output_bytes is None or msg["msg_type"] == "error":
@@ -282,16 +305,81 @@ def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = No
     return bool(stopped) or interrupted
 
 
+MAX_PROBE_BYTES = 32 * 2**20  # what one probe may send back
+
+
+def _take(path: Path) -> str | None:
+    """The text of the file ``path`` (None if it is not a plain file of at most
+    MAX_PROBE_BYTES), which is then removed, whatever it was."""
+    text = None
+    try:
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_PROBE_BYTES:
+            text = path.read_text(errors="replace")
+    except OSError:
+        pass
+    try:
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+    except OSError:
+        pass
+    return text
+
+
+def _untraceable() -> None:
+    """Make this process non-dumpable: a process of the same user without capabilities (the
+    kernel) can then neither ptrace it nor open its memory or file descriptors in /proc."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+
+
+def _kill_the_rest() -> None:
+    """Kill every process this one may signal but itself (in the sandbox's PID namespace:
+    the kernel's leftovers, threads and detached children; bwrap's init is not ours)."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    time.sleep(0.2)
+
+
+def _write_replacing(path: Path, text: str) -> None:
+    """Write ``path`` anew (whatever stood there, a link or a folder, goes first)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+    path.write_text(text)
+
+
 def runner_main(argv: list[str]) -> int:
-    """``grader_sandbox.py run NOTEBOOK OUT.json TIME_LIMIT TIMEOUT OUTPUT_BYTES``: execute the
-    notebook in its folder; write the executed notebook and whether time ran out."""
+    """``grader_sandbox.py run NOTEBOOK OUT.json TIME_LIMIT TIMEOUT OUTPUT_BYTES [SANDBOXED]``:
+    execute the notebook in its folder; write the probes' answers (``probes/<question>.json``),
+    the executed notebook and whether time ran out. ``SANDBOXED`` = 1: this runs in the
+    sandbox, where the runner is untraceable and, before it writes anything, kills every other
+    process (never outside it: that would be every process of the user)."""
     import nbformat
-    notebook, out, time_limit, timeout, output_bytes = argv
+    notebook, out, time_limit, timeout, output_bytes, *rest = argv
+    sandboxed = rest[:1] == ["1"]
+    if sandboxed:
+        _untraceable()
     Path(out).with_suffix(".started").write_text("")
     nb = nbformat.read(notebook, as_version=4)
-    timed_out = execute(nb, Path(notebook).parent, int(timeout), float(time_limit) or None, int(output_bytes))
-    nbformat.write(nb, out)
-    Path(out).with_suffix(".done").write_text(json.dumps({"timed_out": timed_out}))
+    probes: dict[str, str] = {}
+    timed_out = execute(nb, Path(notebook).parent, int(timeout), float(time_limit) or None, int(output_bytes),
+                        probes=probes)
+    if sandboxed:
+        _kill_the_rest()
+    folder = Path(notebook).parent / PROBES
+    if folder.is_symlink() or folder.is_file():
+        folder.unlink()
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(exist_ok=True)
+    for question, text in probes.items():
+        _write_replacing(folder / f"{question}.json", text)
+    _write_replacing(Path(out), nbformat.writes(nb))
+    _write_replacing(Path(out).with_suffix(".done"), json.dumps({"timed_out": timed_out}))
     return 0
 
 
@@ -398,7 +486,7 @@ def run_notebook(nb, work: Path, root: Path, time_limit: float | None, timeout: 
     argv = [sys.executable, "-I" if sandbox else "-u",
             f"{IN_SANDBOX_CODE}/grader_sandbox.py" if sandbox else str(Path(__file__).resolve()),
             "run", f"{inside}/run.ipynb", f"{inside}/executed.ipynb", str(time_limit or 0), str(timeout),
-            str(limits.output_bytes)]
+            str(limits.output_bytes), "1" if sandbox else "0"]
     if sandbox:
         cmd, uid = command(argv, work, root, limits, hide, env)
         if os.geteuid() == 0:

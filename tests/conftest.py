@@ -56,10 +56,10 @@ def padded_batch(small_synthetic):
 #: each worker takes the next file in this order when it is free: longest first.
 EXPECTED_SECONDS = {
     "05_bert.ipynb": 230, "test_browser_lab_b.py": 150, "test_browser_lab_c.py": 140,
-    "test_browser_lab_a.py": 130, "04_transformer.ipynb": 128, "test_assignments.py": 115,
+    "test_browser_lab_a.py": 130, "04_transformer.ipynb": 128, "test_assignments.py": 220, "test_grader_sandbox.py": 70,
     "01_seq2seq_bottleneck.ipynb": 108, "03_convs2s.ipynb": 86, "08_vision_transformer.ipynb": 80,
     "07_gpt.ipynb": 78, "test_gpt.py": 12,
-    "02_bahdanau_attention.ipynb": 110, "test_slides.py": 46, "test_book.py": 43, "06_bpe.ipynb": 38,
+    "02_bahdanau_attention.ipynb": 110, "test_slides.py": 46, "test_book.py": 70, "06_bpe.ipynb": 38,
     "test_foreign_arithmetic.py": 20, "test_run_full.py": 18, "test_runtime.py": 13, "test_vit.py": 13,
     "test_decoding.py": 12, "test_bench.py": 12, "test_exercises.py": 12, "00_welcome.ipynb": 11,
     "test_full_profile_smoke.py": 5,   # skipped when the browser test runs the full profile...

@@ -18,7 +18,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE, RELEASE = ROOT / "assignments" / "source", ROOT / "assignments" / "release"
-POINTS = {"a1_bahdanau": 12.0, "a2_transformer": 22.0, "a3_bpe": 9.0}
+POINTS = {
+    "a1_bahdanau": 12.0,
+    "a2_transformer": 22.0,
+    "a3_bpe": 9.0,
+    "a4_bert": 14.0,
+    "a5_gpt": 19.0,
+    "a6_vit": 15.0,
+}
 
 
 def _load_module():
@@ -31,6 +38,14 @@ def _load_module():
 
 A = _load_module()
 NAMES = sorted(POINTS)
+# assignments that train a model and ship its checkpoint (one per line)
+TRAINED = [
+    "a1_bahdanau",
+    "a2_transformer",
+    "a4_bert",
+    "a5_gpt",
+    "a6_vit",
+]
 
 
 def _source(name):
@@ -91,7 +106,7 @@ def test_source_metadata_is_nbgrader_consistent(name):
     assert sum("### BEGIN HIDDEN TESTS" in c.source for c in nb.cells) >= 3
 
 
-@pytest.mark.parametrize("name", ["a1_bahdanau", "a2_transformer"])
+@pytest.mark.parametrize("name", TRAINED)
 def test_training_assignments_ship_a_small_checkpoint_and_a_flag(name):
     import torch
     nb = _source(name)
@@ -100,10 +115,12 @@ def test_training_assignments_ship_a_small_checkpoint_and_a_flag(name):
     (checkpoint,) = A.checkpoints(SOURCE, name)
     assert checkpoint.stat().st_size < 2e6
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    assert state["optimizer"] is None and state["extra"]["tgt_vocab"][:4] == ["<pad>", "<sos>", "<eos>", "<unk>"]
+    assert state["optimizer"] is None and state["config"] and state["model"]
+    if name in ("a1_bahdanau", "a2_transformer"):  # translation models carry their vocabulary
+        assert state["extra"]["tgt_vocab"][:4] == ["<pad>", "<sos>", "<eos>", "<unk>"]
 
 
-@pytest.mark.parametrize("name", ["a1_bahdanau", "a2_transformer"])  # a3: alice of the mixed folder below
+@pytest.mark.parametrize("name", TRAINED)  # a3: alice of the mixed folder below
 def test_source_notebook_passes_all_its_tests(name, tmp_path):
     nb = _source(name)
     for cell in nb.cells:
@@ -268,12 +285,25 @@ def _append(extra):
 def test_correct_answers_and_the_allowed_imports_raise_no_flag(name):
     assert _checked(name).findings == []
     # what the locked cells hand out may be used in an answer, imported again or not
-    allowed = {"a1_bahdanau": "from course_utils.seq2seq import Encoder\nfrom course_utils.data import tokenize as tok",
-               "a2_transformer": "import course_utils.data as D\n_vocab = D.PAD_ID\nfrom course_utils.training import train",
-               "a3_bpe": "from course_utils import setup\nfrom collections import Counter"}[name]
+    allowed = {  # one per line
+        "a1_bahdanau": "from course_utils.seq2seq import Encoder\nfrom course_utils.data import tokenize as tok",
+        "a2_transformer": "import course_utils.data as D\n_vocab = D.PAD_ID\nfrom course_utils.training import train",
+        "a3_bpe": "from course_utils import setup\nfrom collections import Counter",
+        "a4_bert": "from course_utils.bert import BertConfig\nfrom course_utils.transformer import EncoderLayer as Layer",
+        "a5_gpt": "from course_utils.gpt import GPTConfig as Config\nimport course_utils.training as T\n_steps = T.train",
+        "a6_vit": "from course_utils.vit import image_batches\nfrom course_utils.transformer import EncoderLayer as Layer",
+    }[name]
     answer = next(A.grade_id(c) for c in _source(name).cells if A.is_answer_cell(c))
     report = _checked(name, **{answer: _append(allowed)})
     assert report.findings == [] and report.zeroed == {}
+
+
+def test_a_listed_tensor_method_is_flagged_as_a_method_call():
+    # a6 lists torch.Tensor.unfold: images.unfold(...) is that call as much as torch.Tensor.unfold(images, ...)
+    report = _checked("a6_vit", patchify=_replace("x = images.reshape(b, c, h // p, p, w // p, p)",
+                      "x = images.unfold(2, p, p).unfold(3, p, p).permute(0, 1, 2, 4, 3, 5)"))
+    assert "torch.Tensor.unfold" in report.zeroed["test_patchify"]
+    assert sorted(report.zeroed) == sorted(A.points(_source("a6_vit")))  # and every later question
 
 
 def test_the_allowed_names_come_from_the_locked_cells():
@@ -304,7 +334,7 @@ REFERENCE_USES = {  # answer -> edit, (what is reported, the questions that scor
                          "    return course_utils.positional.sinusoidal_encoding(max_len, d_model)",
                          "course_utils.positional.sinusoidal_encoding", "test_positional_encoding"),
     "torch's layer": ("multi_head_attention", _append("_layer = nn.MultiheadAttention"),
-                      "torch.nn.MultiheadAttention", None),
+                      "torch.nn.MultiheadAttention", "test_multi_head_attention"),  # bound to a name no test reaches: costs the same
     "torch's function": ("attention", lambda code: "def scaled_dot_product_attention(q, k, v, mask=None):\n"
                          "    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None",
                          "torch.nn.functional.scaled_dot_product_attention", "test_attention"),
@@ -340,7 +370,8 @@ def test_a_helper_in_another_answer_cell_is_followed():
     # a helper bound in one answer cell and called by the graded function of another
     report = _checked("a3_bpe", count_pairs=_append("from course_utils.bpe import train_bpe as _fast"),
                       train_bpe=lambda code: "def train_bpe(word_freqs, num_merges):\n    return _fast(word_freqs, num_merges)")
-    assert "through _fast" in report.zeroed["test_train_bpe_slides"] and "test_count_pairs" not in report.zeroed
+    assert "through _fast" in report.zeroed["test_train_bpe_slides"]
+    assert "test_count_pairs" in report.zeroed  # the cell that holds the import: its own question too
 
 
 @pytest.mark.parametrize("edit, what", [
@@ -371,6 +402,81 @@ def test_ordinary_code_in_an_answer_is_not_flagged():
     assert report.findings == []
 
 
+_PATCHIFY = "def patchify(images, patch_size):\n"
+# the red team's doors to the reference (a6_vit, F2): no course_utils import in sight, or a
+# listed method reached by its name; each is hidden code and costs every question from the first
+HIDDEN_DOORS = {  # name -> patchify answer cell
+    "pydoc.locate": "from pydoc import locate\n" + _PATCHIFY + "    return locate('course_utils.vit.patchify')(images, patch_size)",
+    "timeit runs a string": "import timeit\n_box = []\ntimeit.timeit('from course_utils.vit import patchify as p; "
+                            "box.append(p)', number=1, globals={'box': _box})\npatchify = _box[0]",
+    "torch._utils": _PATCHIFY + "    return torch._utils._import_dotted_name('course_utils.vit.patchify')(images, patch_size)",
+    "operator.methodcaller": "import operator\n" + _PATCHIFY + "    return operator.methodcaller('unfold', 2, patch_size, patch_size)(images)",
+    "torch.ops": _PATCHIFY + "    return torch.ops.aten.im2col(images, [patch_size] * 2, [1, 1], [0, 0], [patch_size] * 2).transpose(1, 2)",
+    "getattr a listed method": _PATCHIFY + "    return getattr(images, 'unfold')(2, patch_size, patch_size)",
+    "getattr a computed name": _PATCHIFY + "    return getattr(images, 'un' + 'fold')(2, patch_size, patch_size)",
+    "getattr as a value": "import functools\n" + _PATCHIFY + "    return functools.partial(getattr, images)('unfold')(2, patch_size, patch_size)",
+    "torch._C": _PATCHIFY + "    return torch._C._nn.upsample_nearest2d(images, None, [1.0, 1.0])",  # any private name
+    "a module through an allowed one": "import os\n" + _PATCHIFY + "    return os.sys.modules['course_utils.vit'].patchify(images, patch_size)",
+    "string.Formatter": "import string\n" + _PATCHIFY + "    return string.Formatter().get_field('0.unfold', [images], {})[0](2, patch_size, patch_size)",
+    "unpickling": _PATCHIFY + "    return torch.load('helper.pt', weights_only=False)(images, patch_size)",
+    # the a4 and a5 red teams
+    "torch.utils.benchmark": "_box = []\ntorch.utils.benchmark.Timer(stmt='box.append(p)', setup='from course_utils.vit "
+                             "import patchify as p', globals={'box': _box}).timeit(1)\npatchify = _box[0]",
+    "a child process": "import os\n_out = os.popen('python -c \"print(1)\"').read()\n" + _PATCHIFY + "    return images",
+    "a module through a module": "import os\n" + _PATCHIFY + "    return os.path.sys.modules['course_utils.vit'].patchify(images, patch_size)",
+    "pickle through torch.serialization": _PATCHIFY + "    return torch.serialization.pickle.loads(b'x')(images, patch_size)",
+    "weights_only in a dict": _PATCHIFY + "    return torch.load('helper.pt', **{'weights_only': False})(images, patch_size)",
+    "the environment": "import os\nos.environ.update({'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD': '1'})\n" + _PATCHIFY + "    return images",
+}
+
+
+@pytest.mark.parametrize("door", sorted(HIDDEN_DOORS))
+def test_imports_outside_the_allowed_modules_and_names_reached_by_string_are_hidden_code(door):
+    report = _checked("a6_vit", patchify=lambda code: HIDDEN_DOORS[door])
+    assert "hidden code" in report.flags, report.findings
+    assert sorted(report.zeroed) == sorted(A.points(_source("a6_vit"))), "every question from the first"
+
+
+@pytest.mark.parametrize("store", [
+    "_impl = {}\n" + _PATCHIFY + "    return _impl['f'](images, patch_size)\n"
+    "from course_utils import vit as _v\n_impl['f'] = _v.patchify",
+    "_impl = {}\n" + _PATCHIFY + "    return _impl['f'](images, patch_size)\n"
+    "from course_utils.vit import patchify as _p\n_impl.update(f=_p)",
+])
+def test_a_reference_stored_into_an_object_costs_its_question_and_every_later_one(store):
+    # F3: the test's code reaches `_impl`, whose item the later statement wrote; no tracing needed
+    report = _checked("a6_vit", patchify=lambda code: store)
+    assert report.flags == ["reference import"]
+    assert sorted(report.zeroed) == sorted(A.points(_source("a6_vit")))
+    assert "answer cell 'patchify'" in report.zeroed["test_patchify"]
+
+
+def test_a_reference_method_set_on_the_class_after_it_costs_from_that_cell():
+    report = _checked("a6_vit", vit=_append("from course_utils.vit import ViT as _R\nViT.embed = _R.embed\n"
+                                            "ViT.forward = _R.forward"))
+    order = list(A.points(_source("a6_vit")))
+    assert report.flags == ["reference import"] and "course_utils.vit.ViT" in report.zeroed["test_embed"]
+    assert sorted(report.zeroed) == sorted(order[order.index("test_embed"):])
+    assert "test_patchify" not in report.zeroed and "test_unpatchify" not in report.zeroed
+
+
+def test_honest_answers_written_another_way_raise_no_flag():
+    loops = (_PATCHIFY + "    b, c, h, w = images.shape\n    out = []\n"
+             "    for r in range(h // patch_size):\n        for s in range(w // patch_size):\n"
+             "            out.append(images[:, :, r * patch_size:(r + 1) * patch_size, "
+             "s * patch_size:(s + 1) * patch_size].reshape(b, -1))\n    return torch.stack(out, dim=1)\n"
+             "import math, itertools, functools, collections, typing, dataclasses, heapq, re, string, statistics, random, copy\n"
+             "import numpy as np\nfrom torch.nn import functional as _F\nimport torch.utils.data\n"
+             "_size = getattr(torch, 'float32')\n_ok = hasattr(nn.Module, 'forward')\n"
+             "_here = Path('vit.pt').exists()\nfrom pathlib import Path")  # what a read-only cell hands out
+    rollout = ("def attention_rollout(weights):\n    t = weights[0].shape[-1]\n"
+               "    eye = torch.eye(t, dtype=torch.float64, device=weights[0].device)\n    result = eye\n"
+               "    for w in weights:\n        a = 0.5 * w.double().mean(dim=1) + 0.5 * eye\n"
+               "        result = torch.matmul(a, result)\n    return result.to(weights[0].dtype)")
+    report = _checked("a6_vit", patchify=lambda code: loops, rollout=lambda code: rollout)
+    assert report.findings == [] and report.zeroed == {}
+
+
 # ---- a folder in, a CSV out -----------------------------------------------------------------
 
 TIME_LIMIT = 60  # seconds per submission in the mixed folder (a3 runs in 5-15 in its sandbox, hal 10-50 on a busy machine)
@@ -378,7 +484,7 @@ EXPECTED_CSV = """\
 student,assignment,a1_bahdanau:test_additive_attention,a1_bahdanau:test_decoder_step,a1_bahdanau:test_loss,a1_bahdanau:test_translation,a2_transformer:test_attention,a2_transformer:test_masks,a2_transformer:test_positional_encoding,a2_transformer:test_multi_head_attention,a2_transformer:test_encoder_layer,a2_transformer:test_decoder_layer,a2_transformer:test_transformer,a2_transformer:test_loss,a2_transformer:test_translation,a3_bpe:test_count_pairs,a3_bpe:test_merge_pair,a3_bpe:test_train_bpe_slides,a3_bpe:test_train_bpe_tokenizers,a3_bpe:test_encode_slides,a3_bpe:test_encode_reference,total,max,flags,error
 alice,a3_bpe,,,,,,,,,,,,,,1,1,2,2,1,2,9,9,,
 bob,a3_bpe,,,,,,,,,,,,,,1,1,0,0,1,2,5,9,,
-carol,a3_bpe,,,,,,,,,,,,,,0,1,0,0,0,2,3,9,reference import,
+carol,a3_bpe,,,,,,,,,,,,,,0,0,0,0,0,0,0,9,reference import,
 dave,,,,,,,,,,,,,,,,,,,,,,,,submission dave.ipynb is not a readable Jupyter notebook: NotJSONError: Notebook does not appear to be JSON: ''
 erin,,,,,,,,,,,,,,,,,,,,,,,,submission erin.py is not a Jupyter notebook (expected a .ipynb file)
 frank,a3_bpe,,,,,,,,,,,,,,1,0,0,0,0,0,1,9,timed out,
@@ -420,10 +526,11 @@ def _class_folder(folder):
     return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
-def _own_checkpoint(reference, path, noise=2e-3):
+def _own_checkpoint(reference, path, noise=0.02):
     """A checkpoint that stands in for a student's own training run: the reference weights
-    plus noise, enough not to count as a copy of the reference (which scores 0), too little to
-    change a translation."""
+    plus noise, enough not to count as a copy of the reference (which scores 0: a2's logits
+    move by 28 % with 0.02, by 3 % with the 2e-3 once used here, under the 10 % that counts
+    as a copy), too little to change a translation (BLEU still passes with 0.02)."""
     import torch
     state = torch.load(reference, map_location="cpu", weights_only=True)
     generator = torch.Generator().manual_seed(0)
@@ -530,3 +637,18 @@ def test_nbgrader_gives_the_same_points(graded_class, tmp_path, monkeypatch):
             theirs = {grade.name: grade.score for grade in notebook.grades}
             assert theirs == ours[student].scores and sum(theirs.values()) == ours[student].total
     assert ours["alice"].total == 9 and ours["bob"].total == 5
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_the_reference_checkpoint_is_trained_with_seeds_of_its_own(name):
+    # Trained exactly as the release describes (seed 0, the epoch), on one thread, a student's
+    # run gave the reference checkpoint bit for bit, which the grader flags as a copy and scores
+    # 0 (found by a red team on a6; a4 too): the solution trains with REFERENCE_SEED instead,
+    # which the release never shows, and the shipped checkpoint is the one it gave.
+    (solution,) = [region for c in _source(name).cells if A.grade_id(c) == "train_model"
+                   for region in _regions(c.source, "BEGIN SOLUTION", "END SOLUTION")]
+    seeds = re.findall(r"^\s*REFERENCE_SEED = (\d+)", solution, re.M)
+    assert len(seeds) == 1 and int(seeds[0]) not in range(100), "the reference's seed, far from the ones a student picks"
+    uses = re.findall(r"seed\s*=\s*([^,)\n]+)|manual_seed\(([^)]+)\)", solution)
+    assert uses and all("REFERENCE_SEED" in "".join(u) for u in uses), f"a seed not the reference's own: {uses}"
+    assert "REFERENCE_SEED" not in (RELEASE / name / f"{name}.ipynb").read_text()

@@ -124,6 +124,54 @@ def _attacks(folder):
     nbformat.write(T._solved_release("a2_transformer", attention=lambda code: fake), folder / "copier" / "a2_transformer.ipynb")
     shutil.copy(SOURCE / "a2_transformer" / "transformer.pt", folder / "copier" / "transformer.pt")
     (folder / "=2+3.txt").write_text("a spreadsheet formula as a name")
+    # forge an earlier probe's answer (the a6 red team, F4): count_pairs is wrong; the last answer
+    # cell recomputes test_count_pairs' answers from the grader's inputs with a right one and
+    # overwrites that probe's file, and leaves a detached process that keeps writing forged
+    # answers wherever the runner might look until the sandbox ends
+    forge = ("import json as _json, sys as _sys, subprocess as _sp\n_sys.path.insert(0, '/tmp/grader')\n"
+             "import grader_sandbox as _gs\n"
+             "def _good(corpus):\n    pairs = Counter()\n    for symbols, count in corpus.items():\n"
+             "        for pair in zip(symbols, symbols[1:]):\n            pairs[pair] += count\n    return pairs\n"
+             "_calls = _gs.decode(_json.loads(open('in/test_count_pairs.json').read()))\n"
+             "_forged = _json.dumps([{'value': _gs.encode(_gs.run_call({'count_pairs': _good}, c))} for c in _calls])\n"
+             "open('out/test_count_pairs.json', 'w').write(_forged)\n"
+             "open('forged.json', 'w').write(_forged)\n"
+             "_loop = ('import os, shutil, time\\nfor _ in range(3000):\\n'\n"
+             "         '    for d in (\"out\", \"probes\"):\\n'\n"
+             "         '        try:\\n            os.makedirs(d, exist_ok=True)\\n'\n"
+             "         '            shutil.copy(\"forged.json\", d + \"/test_count_pairs.json\")\\n'\n"
+             "         '        except OSError:\\n            pass\\n'\n"
+             "         '    time.sleep(0.01)\\n')\n"
+             "_sp.Popen([_sys.executable, '-c', _loop], start_new_session=True)\n")
+    # a6: the reference checkpoint with the feed-forward units and the heads' features permuted
+    # (other weights, the same function: the a6 red team's F6)
+    (folder / "permuter").mkdir()
+    nbformat.write(T._solved_release("a6_vit"), folder / "permuter" / "a6_vit.ipynb")
+    _permuted(SOURCE / "a6_vit" / "vit.pt", folder / "permuter" / "vit.pt")
+    nbformat.write(T._solved_release("a3_bpe", count_pairs=lambda code: (
+        "from collections import Counter\ndef count_pairs(corpus):\n    return Counter()"),
+        encode_word=T._append(forge)), folder / "forger.ipynb")
+
+
+def _permuted(reference, path, seed=0):
+    """The ViT checkpoint ``reference`` with each layer's feed-forward units and, inside each
+    head, the query/key and value/output features permuted: other weights, the same function."""
+    import torch
+    state = torch.load(reference, map_location="cpu", weights_only=True)
+    config, m, g = state["config"], state["model"], torch.Generator().manual_seed(seed)
+    d_head = config["d_model"] // config["num_heads"]
+    for layer in range(config["num_layers"]):
+        key = f"layers.{layer}."
+        p = torch.randperm(config["d_ff"], generator=g)
+        m[key + "ff.linear1.weight"], m[key + "ff.linear1.bias"] = m[key + "ff.linear1.weight"][p], m[key + "ff.linear1.bias"][p]
+        m[key + "ff.linear2.weight"] = m[key + "ff.linear2.weight"][:, p]
+        qk = torch.cat([h * d_head + torch.randperm(d_head, generator=g) for h in range(config["num_heads"])])
+        vo = torch.cat([h * d_head + torch.randperm(d_head, generator=g) for h in range(config["num_heads"])])
+        for name, perm in (("W_q", qk), ("W_k", qk), ("W_v", vo)):
+            for part in ("weight", "bias"):
+                m[f"{key}self_attn.{name}.{part}"] = m[f"{key}self_attn.{name}.{part}"][perm]
+        m[key + "self_attn.W_o.weight"] = m[key + "self_attn.W_o.weight"][:, vo]
+    torch.save(state, path)
 
 
 @pytest.fixture(scope="module")
@@ -150,9 +198,10 @@ def _summary(attacked, student):
 def test_in_kernel_tricks_score_nothing(attacked):
     rows = attacked["rows"]
     print(f"graded {len(rows)} submissions in {attacked['seconds']:.0f} s")
-    assert rows["cleanup"].flags == [] and rows["quiet"].flags == []  # unseen by the answer check
+    # their `import IPython` is outside the modules an answer may import: hidden code
+    assert rows["cleanup"].flags == ["hidden code"] and rows["quiet"].flags == ["hidden code"]
     assert rows["cleanup"].total == 0 and rows["cleanup"].max_total == 9
-    assert "no answer came back from the sandbox" in _summary(attacked, "cleanup")
+    assert "import IPython, not a module an answer may import" in _summary(attacked, "cleanup")
     assert rows["quiet"].scores["test_count_pairs"] == 0
     assert "| test_count_pairs | 0 / 1 |" in _summary(attacked, "quiet")
     # tensors that agree with anything: the grader compares plain numbers in its own process
@@ -169,10 +218,19 @@ def test_a_copy_of_the_reference_checkpoint_scores_zero_on_its_question(attacked
     assert copier.scores["test_masks"] == 2 and copier.scores["test_positional_encoding"] == 2
 
 
+def test_a_checkpoint_with_the_reference_function_is_flagged_whatever_its_weights(attacked):
+    row = attacked["rows"]["permuter"]
+    assert A.REFERENCE_CHECKPOINT in row.flags and row.scores["test_accuracy"] == 0
+    assert "the handed-in checkpoint is the reference one" in _summary(attacked, "permuter")
+    assert row.total == 11  # the code is the solution's: every other question counts
+
+
 def test_killing_every_visible_process_harms_only_the_killer(attacked):
     rows = attacked["rows"]
-    assert rows["killer"].total == 0 and "the run ended without a result" in _summary(attacked, "killer")
-    assert rows["sneaky"].total == 9  # the rest of the class was graded, and the CSV written
+    assert rows["killer"].total == 0 and rows["killer"].flags == ["hidden code"]  # import signal
+    assert "the run ended without a result" in attacked["feedback"]["killer"]
+    assert rows["sneaky"].assignment == "a3_bpe" and rows["sneaky"].error == ""  # the rest of the class was graded
+    assert rows["forger"].assignment == "a3_bpe" and rows["forger"].error == ""
     assert len(attacked["csv"].splitlines()) == 1 + len(rows)
 
 
@@ -195,7 +253,19 @@ def test_the_sandbox_sees_and_may_do_nothing_else(attacked):
     if len(os.sched_getaffinity(0)) >= 2:  # two workers, a CPU each: a busy submission slows no other
         assert "CPUs 1" in text
     row = attacked["rows"]["sneaky"]
-    assert row.total == 9 and row.error == ""  # contained: its answers are right, and earn what they earn
+    # contained (its code ran to the end); its imports (socket, subprocess, sys) are hidden code
+    assert row.error == "" and row.flags == ["hidden code"] and row.total == 0
+
+
+def test_a_later_cell_cannot_change_an_earlier_probe_s_answer(attacked):
+    # the runner took test_count_pairs' answer as soon as its probe had run; the forged file, the
+    # detached writer and the probes/ folder it wrote into changed nothing
+    row = attacked["rows"]["forger"]
+    assert row.scores["test_count_pairs"] == 0, "the forged answer was taken"
+    assert "| test_count_pairs | 0 / 1 |" in _summary(attacked, "forger")
+    assert row.scores["test_merge_pair"] == 1  # an honest answer still counts (train_bpe uses the wrong count_pairs)
+    assert "hidden code" in row.flags  # `import json, sys, subprocess` in the last answer cell
+    assert row.scores["test_encode_slides"] == 0 and row.scores["test_encode_reference"] == 0
 
 
 def test_unreadable_code_bad_metadata_and_huge_output_are_one_row_s_problem(attacked):
@@ -211,7 +281,8 @@ def test_hidden_tests_never_reach_the_feedback(attacked):
               for region in T._regions(c.source, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
               for line in region.splitlines() if len(line.strip()) > 12]
     for student, text in attacked["feedback"].items():
-        assert "BEGIN HIDDEN TESTS" not in text and "grader_sandbox" not in text, student
+        assert "BEGIN HIDDEN TESTS" not in text and "_grader_sandbox.probe(" not in text, student
+        assert student == "forger" or "grader_sandbox" not in text, student  # the forger imports it itself
         assert not [line for line in hidden if line in text and "_rng" in line], student
 
 
@@ -254,6 +325,32 @@ def test_a_weight_identical_checkpoint_is_the_reference_one(tmp_path):
     assert A.same_weights(tmp_path / "noisy.pt", ref)
     (tmp_path / "junk.pt").write_text("not a checkpoint")
     assert not A.same_weights(tmp_path / "junk.pt", ref)
+
+
+def test_near_copies_compute_the_reference_function_and_other_runs_do_not(tmp_path):
+    # F6: the grader compares what the reference class does with the handed-in weights and with
+    # the reference ones (a6's trained-model inputs); weights alone miss these copies
+    import torch
+    ref = SOURCE / "a6_vit" / "vit.pt"
+    question = A.questions_judged_outside(SOURCE / "a6_vit" / "a6_vit.ipynb")["test_accuracy"]
+    reference = A.reference_outputs(question, ref)
+    state = torch.load(ref, map_location="cpu", weights_only=True)
+    g = torch.Generator().manual_seed(0)
+    noisy = {**state, "model": {k: v + 0.01 * v.std() * torch.randn(v.shape, generator=g) if v.numel() > 1 else v
+                                for k, v in state["model"].items()}}
+    hotter = {**state, "model": {k: 1.5 * v if k.startswith("norm.") else v for k, v in state["model"].items()}}
+    torch.save(noisy, tmp_path / "noisy.pt")
+    _permuted(ref, tmp_path / "permuted.pt")
+    copies = {"1 % noise": noisy, "permuted": torch.load(tmp_path / "permuted.pt", weights_only=True),
+              "final norm x1.5 (a temperature)": hotter}
+    assert not A.same_weights(tmp_path / "noisy.pt", ref) and not A.same_weights(tmp_path / "permuted.pt", ref)
+    for what, copy in copies.items():
+        distance = A.output_distance(question.expected_for(question.calls(copy)), reference)
+        assert distance < A.NEAR_REFERENCE_OUTPUTS, (what, distance)
+    T._own_checkpoint(ref, tmp_path / "own.pt")  # the tests' stand-in for an honest run
+    own = torch.load(tmp_path / "own.pt", weights_only=True)
+    assert A.output_distance(question.expected_for(question.calls(own)), reference) > 2 * A.NEAR_REFERENCE_OUTPUTS
+    assert question.verdict(own) == (True, "")  # and it still passes the accuracy thresholds
 
 
 def test_links_and_oversized_files_are_refused_before_anything_runs(tmp_path):
