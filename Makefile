@@ -123,8 +123,11 @@ hub-check: $(STAMP)
 # The device check: every notebook, every assignment's source notebook and every script that
 # trains, on this CPU as if a CUDA GPU were there (COURSE_DEVICE=check, 2 steps per training
 # run); stops at the first device mistake with the cell or line, the shapes and the fix.
-# NOTEBOOKS=... narrows it. `make test` runs its unit tests (tests/test_devicecheck.py) and,
-# where Chromium is missing, the smoke test under it; not the browser run (see tests/browser.py).
+# NOTEBOOKS=... narrows it. `make test` checks the same in executions it makes anyway: the browser
+# run's full-profile smoke kernels (every notebook, widgets included; tests/browser.py), or the smoke
+# test where Chromium is missing, and each assignment's source notebook (tests/test_assignments.py)
+# run under the check; its unit tests are tests/test_devicecheck.py. The training scripts are
+# checked by `make device-check` only.
 device-check: $(STAMP)
 	$(NATIVE_ENV) COURSE_NUM_THREADS=1 $(PY) scripts/device_check.py $(NOTEBOOKS)
 

@@ -128,10 +128,15 @@ def test_source_notebook_passes_all_its_tests(name, tmp_path):
             cell.source = "skip_training = True"
     for checkpoint in A.checkpoints(SOURCE, name):
         (tmp_path / checkpoint.name).write_bytes(checkpoint.read_bytes())
-    A.execute(nb, tmp_path, timeout=600)
+    # under the device check (COURSE_DEVICE=check: a CUDA GPU pretended on the CPU, the fast
+    # profile kept): this run is also the assignment's device check in `make test`
+    import grader_sandbox
+    grader_sandbox.execute(nb, tmp_path, 600, env={**A.GRADING_ENV, "COURSE_DEVICE": "check"})
     errors = [(c.id, o.ename, o.evalue[:200]) for c in nb.cells if c.cell_type == "code"
               for o in c.outputs if o.output_type == "error"]
     assert errors == []
+    assert any("device: cuda:0" in "".join(o.get("text", "")) for c in nb.cells if c.cell_type == "code"
+               for o in c.outputs), "setup() did not run under the device check"
     from nbgrader.utils import determine_grade
     assert sum(determine_grade(c)[0] for c in nb.cells if A.is_test_cell(c)) == POINTS[name]
 
