@@ -41,7 +41,6 @@ from contextlib import contextmanager
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_flatten
 
 #: the device the check pretends to have
 DEVICE = torch.device("cuda", 0)
@@ -405,7 +404,7 @@ def _patch_torch(check: DeviceCheck) -> None:
         target = map_location
         if isinstance(target, (str, torch.device)) and torch.device(target).type == "cuda":
             out = real_load(f, *args, map_location="cpu", **kwargs)
-            for t in tree_flatten(out)[0]:
+            for t in _tensors_in(out, []):
                 check._mark(t, True)
             return out
         return real_load(f, *args, map_location=map_location, **kwargs)

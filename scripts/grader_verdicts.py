@@ -46,6 +46,13 @@ def _locked(fn: Callable) -> Callable:
     return call
 
 
+def call(fn: str, *args, hidden: bool = False, **extra) -> dict:
+    """One call a question makes: the student's ``fn`` on ``args`` (plain data); ``extra``
+    says more (``kwargs``, ``init``, ``state``, ``method``, ``message``); ``hidden``: a hidden
+    case, shown in the feedback only as such. The checks.py files build their calls with it."""
+    return {"fn": fn, "args": list(args), "hidden": hidden, **extra}
+
+
 @dataclass
 class Question:
     """How one test cell is judged outside the sandbox."""

@@ -9,10 +9,7 @@ computes BLEU itself. Keep the cases in step with the test cells of a2_transform
 
 import grader_verdicts
 from grader_verdicts import Question
-
-
-def _call(fn, *args, hidden=False, **extra):
-    return {"fn": fn, "args": list(args), "hidden": hidden, **extra}
+from grader_verdicts import call as _call
 
 
 def _module(cls, init, seed, args, hidden=False, method=None):

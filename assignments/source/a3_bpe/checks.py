@@ -6,15 +6,12 @@ with. Keep the cases in step with the test cells of a3_bpe.ipynb (nbgrader still
 import random
 
 from grader_verdicts import Question
+from grader_verdicts import call as _call
 
 SLIDES = {"hug": 10, "pug": 5, "pun": 12, "bun": 4, "hugs": 5}
 SLIDES_CORPUS = {tuple(word): count for word, count in SLIDES.items()}
 SLIDES_MERGES = [("u", "g"), ("u", "n"), ("h", "ug")]
 WORDS = {"lower": 5, "lowest": 2, "newer": 6, "wider": 3, "new": 2, "low": 7}
-
-
-def _call(fn, *args, hidden=False):
-    return {"fn": fn, "args": list(args), "hidden": hidden}
 
 
 def _bpe():

@@ -12,6 +12,7 @@ those)."""
 import threading
 
 from grader_verdicts import Question, TrainedModelQuestion
+from grader_verdicts import call as _call
 
 NUM_BOOKS = 6
 CHECKPOINT = "bert_books.pt"
@@ -94,10 +95,6 @@ def _rng(seed):
 
 def _config(**kwargs):
     return {"$make": {"fn": "BertConfig", "args": [], "kwargs": kwargs}}
-
-
-def _call(fn, *args, hidden=False, **extra):
-    return {"fn": fn, "args": list(args), "hidden": hidden, **extra}
 
 
 def mask_rule_calls():

@@ -18,17 +18,11 @@ import dataclasses
 import threading
 
 from grader_verdicts import Question, TrainedModelQuestion
+from grader_verdicts import call as _call
 
 CHECKPOINT = "gpt.pt"
 VOCAB_SIZE = 256   # the notebook's tokens: UTF-8 bytes
 MARGIN = 0.5       # nats per token under the bigram's loss (the test cell's MARGIN)
-
-
-def _call(fn, *args, hidden=False, kwargs=None):
-    out = {"fn": fn, "args": list(args), "hidden": hidden}
-    if kwargs:
-        out["kwargs"] = kwargs
-    return out
 
 
 def reference():

@@ -15,13 +15,10 @@ under ``torch.manual_seed`` in two of them at the same time would draw each othe
 computed on)."""
 
 from grader_verdicts import Question, TrainedModelQuestion
+from grader_verdicts import call as _call
 
 CHECKPOINT = "vit.pt"
 THRESHOLD = 0.93  # accuracy on the validation digits (visible) and on the test digits (hidden)
-
-
-def _call(fn, *args, hidden=False, **extra):
-    return {"fn": fn, "args": list(args), "hidden": hidden, **extra}
 
 
 def reference():
