@@ -93,6 +93,19 @@ unit: $(STAMP)
 	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \
 	    --ignore-glob='tests/test_browser_*.py' tests
 
+# The unit tests as on a GPU: COURSE_DEVICE=check pretends a CUDA GPU on this CPU, so a test that
+# leaves its model or inputs on the CPU fails as it would on a GPU (tests take the `device` fixture).
+# The grading, hub, book, install and browser tests are left out (they run the course's own kernels,
+# which the device check reaches through `make test` already). On a CUDA machine:
+# `make unit-check UNIT_DEVICE=cuda`.
+UNIT_DEVICE ?= check
+.PHONY: unit-check
+unit-check: $(STAMP)
+	COURSE_DEVICE=$(UNIT_DEVICE) COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \
+	    --ignore-glob='tests/test_browser_*.py' --ignore=tests/test_slides.py --ignore=tests/test_book.py \
+	    --ignore=tests/test_install_check.py --ignore=tests/test_hub.py --ignore=tests/test_assignments.py \
+	    --ignore=tests/test_grader_sandbox.py --ignore=tests/test_notebooks.py tests
+
 # The browser test: every notebook runs in JupyterLab in headless Chromium with the network
 # cut off (widgets moved, bertviz views drawn, figures there); screenshots in build/browser/.
 # `make test` runs it too; without /usr/bin/chromium it is skipped, and says so.

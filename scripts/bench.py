@@ -38,6 +38,7 @@ from pathlib import Path
 os.environ.setdefault("COURSE_PROFILE", "fast")
 os.environ.setdefault("COURSE_NUM_THREADS", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("COURSE_DEVICE", "cpu")   # a CPU benchmark: on a GPU machine too (the package refuses CPU models beside a GPU)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

@@ -1,4 +1,6 @@
-"""Shared fixtures: every test runs in the fast profile, seeded, on one CPU thread.
+"""Shared fixtures: every test runs in the fast profile, seeded, on one CPU thread, on the
+CPU unless ``COURSE_DEVICE`` says otherwise (``cuda``, or ``check``: a GPU pretended on the
+CPU); tests that train or decode use the ``device`` fixture.
 
 Environment set here reaches the notebook kernels that nbval starts in the same run,
 so nothing that changes how notebooks render (such as MPLBACKEND) belongs here.
@@ -23,6 +25,24 @@ from foreign_arithmetic import GUARD_KEYS  # noqa: E402
 from kernel_sockets import use_unix_sockets  # noqa: E402
 
 use_unix_sockets()   # kernels started side by side cannot pick the same TCP port (see the module)
+
+
+if os.environ["COURSE_DEVICE"].strip().lower() == "check":
+    # the device check (course_utils/devicecheck.py) is process-wide once on: switch it on
+    # before any test runs, so that what it refuses does not depend on which test came first
+    from course_utils.runtime import get_device
+    get_device()
+
+
+@pytest.fixture(scope="session")
+def device():
+    """The device the package would use (``runtime.get_device()``): the CPU by default (set
+    above), a CUDA GPU with ``COURSE_DEVICE=cuda``, and under ``COURSE_DEVICE=check`` a GPU
+    pretended on the CPU. Tests that train, decode, generate or evaluate a model move the
+    model and its inputs here (``model.to(device)``, ``batch.to(device)``), as a notebook
+    does: the package refuses a model left on the CPU beside a GPU (``runtime.check_device``)."""
+    from course_utils.runtime import get_device
+    return get_device()
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +78,7 @@ EXPECTED_SECONDS = {
     "05_bert.ipynb": 230, "test_browser_lab_b.py": 150, "test_browser_lab_c.py": 140,
     "test_browser_lab_a.py": 130, "04_transformer.ipynb": 128, "test_assignments.py": 220, "test_grader_sandbox.py": 70,
     "01_seq2seq_bottleneck.ipynb": 108, "03_convs2s.ipynb": 86, "08_vision_transformer.ipynb": 80,
-    "07_gpt.ipynb": 78, "test_gpt.py": 12,
+    "07_gpt.ipynb": 78, "test_gpt.py": 12, "test_grader_calls.py": 25, "test_grader_redteam.py": 20,
     "02_bahdanau_attention.ipynb": 110, "test_slides.py": 46, "test_book.py": 70, "06_bpe.ipynb": 38,
     "test_foreign_arithmetic.py": 20, "test_run_full.py": 18, "test_runtime.py": 13, "test_vit.py": 13,
     "test_decoding.py": 12, "test_bench.py": 12, "test_exercises.py": 12, "00_welcome.ipynb": 11,

@@ -234,9 +234,9 @@ def test_embeddings_are_the_sum_of_three_tables():
         emb(torch.zeros(1, 17, dtype=torch.long), torch.zeros(1, 17, dtype=torch.long))
 
 
-def test_pretraining_loss_falls_on_a_memorisable_batch_and_ties_the_output_layer():
-    model = _small_model().train()
-    assert model.mlm_logits(torch.zeros(32)).shape == (50,)
+def test_pretraining_loss_falls_on_a_memorisable_batch_and_ties_the_output_layer(device):
+    model = _small_model().to(device).train()
+    assert model.mlm_logits(torch.zeros(32, device=device)).shape == (50,)
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(5, 50, (8, 10), generator=g)
     ids[:, 0], ids[:, -1] = 2, 3
@@ -244,6 +244,8 @@ def test_pretraining_loss_falls_on_a_memorisable_batch_and_ties_the_output_layer
     batch = {"input_ids": inputs, "token_type_ids": torch.zeros_like(ids),
              "attention_mask": torch.ones_like(ids), "labels": labels,
              "next_sentence": torch.tensor([0, 1] * 4)}
+    batch = {k: v.to(device) for k, v in batch.items()}   # masked on the CPU, trained on the device
+    ids = ids.to(device)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     log = B.PretrainingLog()
     for _ in range(60):
@@ -374,28 +376,30 @@ def test_split_paragraphs_and_book_passages():
 
 # -- pre-training end to end and the shipped checkpoint -------------------------------
 
-def test_pretrain_runs_the_schedule_and_save_load_round_trips(tmp_path):
+def test_pretrain_runs_the_schedule_and_save_load_round_trips(tmp_path, device):
     from dataclasses import replace
     tok = B.train_wordpiece_tokenizer(TEXTS, vocab_size=120)
     docs = [B.split_sentences(" ".join(TEXTS[i:i + 4])) for i in range(0, 40, 4)]
     recipe = replace(B.FAST, vocab_size=len(tok), d_model=32, num_heads=4, d_ff=64, max_len=32,
                      batch_size=8, warmup=3)
     torch.manual_seed(0)
-    model = B.BertForPreTraining(recipe.model_config())
+    model = B.BertForPreTraining(recipe.model_config()).to(device)
     history, log = B.pretrain(model, tok, B.nsp_pairs(docs, 64), recipe, steps=12, progress=False)
     assert len(history.losses) == len(log.mlm_loss) == 12
     assert history.lrs[2] == pytest.approx(recipe.lr) and history.lrs[-1] < 0.2 * recipe.lr  # warm-up, decay
     path = tmp_path / "bert.pt"
     B.save_pretrained(path, model, tok, {"steps": 12})
-    loaded, loaded_tok, info = B.load_pretrained(path)
+    loaded, loaded_tok, info = B.load_pretrained(path)   # on the CPU
     assert info == {"steps": 12} and loaded_tok.get_vocab() == tok.get_vocab()
     ids = torch.tensor([[2, 10, 11, 3]])
-    torch.testing.assert_close(loaded.eval()(ids)[0], model.eval()(ids)[0], atol=2e-2, rtol=1e-2)  # float16
+    torch.testing.assert_close(loaded.eval()(ids)[0], model.eval()(ids.to(device))[0].cpu(),
+                               atol=2e-2, rtol=1e-2)  # float16
 
 
-def test_the_shipped_small_bert_is_the_fast_model_and_scores_what_its_card_says():
+def test_the_shipped_small_bert_is_the_fast_model_and_scores_what_its_card_says(device):
     from course_utils.data import load_english_text
     model, tok, info = B.load_pretrained()           # checks data/SHA256SUMS
+    model = model.to(device)                         # evaluated on the device of the run
     assert model.cfg == B.FAST.model_config()
     train, test = B.split_paragraphs(load_english_text())
     # the same recipe learns the same vocabulary, up to a few pieces: the tokenizers library

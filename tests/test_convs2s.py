@@ -116,9 +116,9 @@ def test_decode_step_agrees_with_parallel_forward(padded_batch):
         torch.testing.assert_close(w, weights[:, -1, i])
 
 
-def test_works_with_the_shared_decoders(padded_batch):
+def test_works_with_the_shared_decoders(padded_batch, device):
     data, b = padded_batch
-    model = _model(data)
+    model, b = _model(data).to(device), b.to(device)
     greedy = greedy_decode(model, b.src, b.src_lengths, max_len=6)
     beam = beam_search(model, b.src, b.src_lengths, beam_size=1, max_len=6)
     assert greedy.tokens == beam.tokens
@@ -146,9 +146,9 @@ def test_without_positions_a_width_one_encoder_is_permutation_equivariant():
     assert not torch.allclose(a, bb)
 
 
-def test_loss_starts_near_log_vocab_and_training_step_lowers_it(padded_batch):
+def test_loss_starts_near_log_vocab_and_training_step_lowers_it(padded_batch, device):
     data, b = padded_batch
-    model = _model(data).train()
+    model, b = _model(data).to(device).train(), b.to(device)
     loss = seq2seq_loss(model, b)
     assert abs(loss.item() - torch.log(torch.tensor(float(len(data.tgt_vocab)))).item()) < 1.0
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -201,10 +201,10 @@ def test_recipe_schedule_warms_up_then_decays_to_its_floor():
     assert (cfg.src_vocab_size, cfg.tgt_vocab_size, cfg.kernel_size, cfg.emb_std) == (11, 13, 5, r.emb_std)
 
 
-def test_fit_follows_the_recipe_and_lowers_the_loss(padded_batch):
+def test_fit_follows_the_recipe_and_lowers_the_loss(padded_batch, device):
     from course_utils.convs2s import ConvS2STraining, fit
     data, b = padded_batch
-    model = _model(data).train()
+    model, b = _model(data).to(device).train(), b.to(device)
     before = seq2seq_loss(model, b).item()
     recipe = ConvS2STraining(batch_size=len(data), lr=1e-2, warmup=2, steps=8)
     history = fit(model, data, recipe, progress=False)

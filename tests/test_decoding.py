@@ -1,4 +1,8 @@
-"""Greedy, sampling and beam search on a small trained attention model."""
+"""Greedy, sampling and beam search on a small trained attention model (on the device of
+the run: the ``device`` fixture)."""
+
+import copy
+import re
 
 import pytest
 import torch
@@ -11,21 +15,29 @@ from course_utils.training import train
 
 
 @pytest.fixture(scope="module")
-def trained(small_synthetic):
+def trained(small_synthetic, device):
     """A model that has learned part of the task: it ends its outputs, but makes mistakes
-    (so that beams of different sizes have something to disagree about)."""
+    (so that beams of different sizes have something to disagree about); it and the test
+    batch are on the device.
+
+    It is trained on the CPU on every machine, then moved: the tests below hold for these
+    weights, and one is not a law of decoding (beam search is not monotone in the beam size:
+    this recipe trained on a GPU, an H200, gave one sentence a lower score with beam 2 than
+    greedy, with the plain reference beam search and when those weights decoded on the CPU)."""
     data = TranslationData.build(small_synthetic.train)
     torch.manual_seed(0)
     model = Seq2Seq(Seq2SeqConfig(len(data.src_vocab), len(data.tgt_vocab), emb_size=16,
                                   hidden_size=32, bidirectional=True, attention="additive",
-                                  attn_size=16, dropout=0.0))
+                                  attn_size=16, dropout=0.0)).cpu()   # the CPU on purpose (see above)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    history = train(model, lambda e: data.batches(32, shuffle=True, seed=e), seq2seq_loss, opt,
-                    max_steps=250, progress=False)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("COURSE_DEVICE", "cpu")   # asked for: train() refuses a model left on the CPU beside a GPU
+        history = train(model, lambda e: data.batches(32, shuffle=True, seed=e), seq2seq_loss, opt,
+                        max_steps=250, progress=False)
     assert history.losses[-1] < 0.3 * history.losses[0]  # it learned something
-    model.eval()
+    model.to(device).eval()
     test = data.with_pairs(small_synthetic.test)
-    return data, model, test.batches(50, by_length=False)[0]
+    return data, model, test.batches(50, by_length=False)[0].to(device)
 
 
 def test_beam_of_one_is_greedy(trained):
@@ -102,7 +114,7 @@ def test_attention_weights_cover_real_source_positions(trained):
     out = greedy_decode(model, b.src, b.src_lengths)
     for w, n, toks in zip(out.weights, b.src_lengths.tolist(), out.tokens):
         assert w.shape == (len(toks), n)
-        torch.testing.assert_close(w.sum(-1), torch.ones(len(toks)))
+        torch.testing.assert_close(w.sum(-1).cpu(), torch.ones(len(toks)))
 
 
 def test_translate_keeps_input_order(trained, small_synthetic):
@@ -142,7 +154,8 @@ def test_score_translations_matches_translate_and_the_metrics(trained, small_syn
 
 def test_a_model_and_its_input_on_different_devices_fail_clearly(trained):
     _, model, b = trained
-    with pytest.raises(RuntimeError, match=r"the model is on cpu but its input \(50, \d+\) is on meta"):
+    here = re.escape(str(next(model.parameters()).device))   # cpu, or cuda:0 on a GPU (and under the check)
+    with pytest.raises(RuntimeError, match=rf"the model is on {here} but its input \(50, \d+\) is on meta"):
         greedy_decode(model, b.src.to("meta"), b.src_lengths)
     with pytest.raises(RuntimeError, match="move the input"):
         beam_search(model, b.src.to("meta"), b.src_lengths, beam_size=2)
@@ -152,19 +165,20 @@ def test_a_model_and_its_input_on_different_devices_fail_clearly(trained):
 
 def test_decoding_refuses_a_model_left_on_the_cpu_beside_a_gpu(trained, monkeypatch):
     _, model, b = trained
+    on_cpu = copy.deepcopy(model).cpu()   # the trained model is on the device of the run
     monkeypatch.delenv("COURSE_DEVICE", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     with pytest.raises(RuntimeError, match=r"decoding: the model is on the CPU but a CUDA GPU is available.*model\.to\(device\)"):
-        greedy_decode(model, b.src, b.src_lengths)
+        greedy_decode(on_cpu, b.src.cpu(), b.src_lengths.cpu())
 
 
-def test_a_smoke_test_caps_the_output_length_and_nothing_else_does(small_synthetic, monkeypatch):
+def test_a_smoke_test_caps_the_output_length_and_nothing_else_does(small_synthetic, monkeypatch, device):
     from course_utils.runtime import SMOKE_DECODE_LEN
     data = TranslationData.build(small_synthetic.train)
     torch.manual_seed(0)
     untrained = Seq2Seq(Seq2SeqConfig(len(data.src_vocab), len(data.tgt_vocab), emb_size=8,
-                                      hidden_size=8, attention="additive", attn_size=8)).eval()
-    b = data.with_pairs(small_synthetic.test).batches(8, by_length=False)[0]
+                                      hidden_size=8, attention="additive", attn_size=8)).to(device).eval()
+    b = data.with_pairs(small_synthetic.test).batches(8, by_length=False)[0].to(device)
     max_len = SMOKE_DECODE_LEN + 8
 
     def longest():

@@ -240,7 +240,7 @@ def _notebook_function(path, name: str, namespace: dict) -> None:
     raise AssertionError(f"{path.name} defines no function {name}")
 
 
-def _context_04(path):
+def _context_04(path, device):
     import torch
     from course_utils import data, transformer as T
     from course_utils.data import TranslationData
@@ -248,10 +248,10 @@ def _context_04(path):
     splits = data.load_synthetic(num_train=200, num_valid=20, num_test=20, seed=0, cache=False)
     return dict(torch=torch, T=T, recipe=T.training_recipe("fast"), splits=splits,
                 train_data=TranslationData.build(splits.train), score_translations=score_translations,
-                device=torch.device("cpu"))
+                device=device)
 
 
-def _context_05(path):
+def _context_05(path, device):
     import copy
     import time
 
@@ -274,7 +274,7 @@ def _context_05(path):
                                       recipe.task_max_len)
     namespace = dict(
         B=B, torch=torch, np=np, copy=copy, time=time, train=train, warmup_scheduler=warmup_scheduler,
-        device=torch.device("cpu"), recipe=recipe, tokenizer=tokenizer,
+        device=device, recipe=recipe, tokenizer=tokenizer,
         pairs=B.nsp_pairs(documents, 16, seed=0), heldout_pairs=B.nsp_pairs(documents, 8, seed=1),
         our_data={"books": (tensors, tensors)}, book_names=book_names,
         accuracy=lambda y, p: float((y == p).mean()), name_f1=lambda y, p: float(f1_score(y, p)))
@@ -283,7 +283,7 @@ def _context_05(path):
     return namespace
 
 
-def _context_06(path):
+def _context_06(path, device):
     from collections import Counter
     from course_utils import bpe, data
     paragraphs = data.load_english_text()
@@ -293,7 +293,8 @@ def _context_06(path):
                 heldout_texts=[p.text for p in paragraphs if p.book == "Persuasion"][:100])
 
 
-#: notebook stem -> builder of the names its starters use (small sizes)
+#: notebook stem -> builder of the names its starters use (small sizes; ``device``: the run's,
+#: which the notebooks get from setup())
 CONTEXTS = {"04_transformer": _context_04, "05_bert": _context_05, "06_bpe": _context_06}
 
 STARTERS = [(path, i) for path in NOTEBOOKS for i, _ in enumerate(fenced_blocks(exercises_markdown(path)))]
@@ -320,7 +321,7 @@ def _free_names(code: str) -> set[str]:
 
 
 @pytest.mark.parametrize("path,index", STARTERS, ids=lambda v: v.stem if isinstance(v, Path) else str(v))
-def test_exercise_starter_runs(path, index, monkeypatch):
+def test_exercise_starter_runs(path, index, monkeypatch, device):
     code = fenced_blocks(exercises_markdown(path))[index]
     imports, bound = notebook_bindings(path)
     free = _free_names(code)
@@ -328,6 +329,6 @@ def test_exercise_starter_runs(path, index, monkeypatch):
     assert not missing, f"{path.name} starter {index + 1} uses names the notebook never binds: {sorted(missing)}"
     monkeypatch.setenv("COURSE_SMOKE_STEPS", "2")   # training.train stops after two steps
     monkeypatch.setenv("COURSE_SMOKE_EVAL", "16")
-    namespace = CONTEXTS[path.stem](path)
+    namespace = CONTEXTS[path.stem](path, device)
     assert free <= set(namespace), f"the test's context lacks {sorted(free - set(namespace))}"
     exec(compile(code, f"{path.name}: exercise starter {index + 1}", "exec"), namespace)

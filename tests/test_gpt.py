@@ -67,9 +67,9 @@ def test_cached_step_matches_the_full_forward():
 
 
 @pytest.mark.parametrize("prompt_len, new", [(3, 6), (5, 20)])  # the second runs past max_len = 12
-def test_greedy_is_the_same_with_and_without_the_cache(prompt_len, new):
-    model = tiny()
-    idx = torch.randint(40, (3, prompt_len))
+def test_greedy_is_the_same_with_and_without_the_cache(prompt_len, new, device):
+    model = tiny().to(device)
+    idx = torch.randint(40, (3, prompt_len)).to(device)
     cached = gpt.generate(model, idx, new, temperature=0, use_cache=True)
     uncached = gpt.generate(model, idx, new, temperature=0, use_cache=False)
     assert cached.shape == (3, prompt_len + new)
@@ -77,29 +77,29 @@ def test_greedy_is_the_same_with_and_without_the_cache(prompt_len, new):
     assert torch.equal(cached[:, :prompt_len], idx)
 
 
-def test_greedy_picks_the_argmax_of_the_cropped_context():
-    model = tiny()
-    idx = torch.randint(40, (1, 15))   # longer than max_len = 12: cropped to the last 12
+def test_greedy_picks_the_argmax_of_the_cropped_context(device):
+    model = tiny().to(device)
+    idx = torch.randint(40, (1, 15)).to(device)   # longer than max_len = 12: cropped to the last 12
     out = gpt.generate(model, idx, 1, temperature=0)
     assert out[0, -1] == model(idx[:, -12:])[0, -1].argmax()
 
 
-def test_top_k_one_and_tiny_top_p_are_greedy():
-    model = tiny()
-    idx = torch.randint(40, (2, 4))
+def test_top_k_one_and_tiny_top_p_are_greedy(device):
+    model = tiny().to(device)
+    idx = torch.randint(40, (2, 4)).to(device)
     greedy = gpt.generate(model, idx, 8, temperature=0)
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator(device=device).manual_seed(0)   # on the model's device (generate's docstring)
     assert torch.equal(gpt.generate(model, idx, 8, temperature=1.5, top_k=1, generator=g), greedy)
     assert torch.equal(gpt.generate(model, idx, 8, temperature=1.5, top_p=1e-6, generator=g), greedy)
 
 
-def test_top_p_one_is_plain_sampling_and_a_generator_makes_it_reproducible():
-    model = tiny()
-    idx = torch.randint(40, (2, 4))
-    runs = [gpt.generate(model, idx, 10, top_p=p, generator=torch.Generator().manual_seed(7))
+def test_top_p_one_is_plain_sampling_and_a_generator_makes_it_reproducible(device):
+    model = tiny().to(device)
+    idx = torch.randint(40, (2, 4)).to(device)
+    runs = [gpt.generate(model, idx, 10, top_p=p, generator=torch.Generator(device=device).manual_seed(7))
             for p in (None, 1.0, None)]
     assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[2])
-    other = gpt.generate(model, idx, 10, generator=torch.Generator().manual_seed(8))
+    other = gpt.generate(model, idx, 10, generator=torch.Generator(device=device).manual_seed(8))
     assert not torch.equal(runs[0], other)
 
 
@@ -134,9 +134,9 @@ def test_one_sampling_step_follows_the_softmax_in_bulk():
     assert ((freq - expected).abs() <= 4 * (expected * (1 - expected) / n).sqrt() + 1e-9).all(), (freq, expected)
 
 
-def test_loss_falls_on_a_memorisable_batch():
-    model = tiny().train()
-    windows = torch.randint(40, (4, 13))
+def test_loss_falls_on_a_memorisable_batch(device):
+    model = tiny().to(device).train()
+    windows = torch.randint(40, (4, 13)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     first = gpt.lm_loss(model, windows).item()
     assert abs(first - math.log(40)) < 0.3    # a fresh model guesses about uniformly
@@ -148,13 +148,13 @@ def test_loss_falls_on_a_memorisable_batch():
     assert loss.item() < 0.2 * first
 
 
-def test_fit_lowers_the_heldout_loss_below_the_bigram_baseline():
+def test_fit_lowers_the_heldout_loss_below_the_bigram_baseline(device):
     # a stream with a rule the bigram cannot see: every token repeats the one two back
     g = torch.Generator().manual_seed(0)
     pairs = torch.randint(10, (3000, 2), generator=g)
     tokens = torch.cat([pairs, pairs], dim=1).reshape(-1)   # a b a b c d c d ...
     train, test = tokens[:9000], tokens[9000:]
-    model = tiny(vocab=10, max_len=12).train()
+    model = tiny(vocab=10, max_len=12).to(device).train()
     recipe = gpt.GPTTraining(num_merges=0, max_len=12, d_model=32, num_heads=4, num_layers=2, d_ff=64,
                              dropout=0.0, batch_size=32, steps=250, lr=3e-3, warmup=20)
     gpt.fit(model, train, recipe)
@@ -234,10 +234,10 @@ def test_checkpoint_round_trip(tmp_path):
     torch.testing.assert_close(loaded(idx), model(idx), rtol=1e-2, atol=1e-2)   # float16 storage
 
 
-def test_shipped_checkpoint_loads_verified_and_beats_the_bigram():
+def test_shipped_checkpoint_loads_verified_and_beats_the_bigram(device):
     from course_utils.novels import split_paragraphs
     from course_utils.data import load_english_text
-    model, tok, info = gpt.load_pretrained()
+    model, tok, info = gpt.load_pretrained(device=device)   # evaluated on the device of the run
     assert len(tok) == model.config.vocab_size == 256 + len(tok.merges)
     assert info["heldout_loss"] < 4.5
     _, test = split_paragraphs(load_english_text())
@@ -247,26 +247,26 @@ def test_shipped_checkpoint_loads_verified_and_beats_the_bigram():
     assert gpt.heldout_loss(model, windows) < gpt.ngram_loss(train, windows, len(tok), order=2) - 0.5
 
 
-def test_bad_inputs_say_what_was_expected():
-    model = tiny()
+def test_bad_inputs_say_what_was_expected(device):
+    model = tiny().to(device)
     with pytest.raises(ValueError, match="reads at most max_len = 12"):
-        model(torch.zeros(1, 13, dtype=torch.long))
+        model(torch.zeros(1, 13, dtype=torch.long, device=device))
     with pytest.raises(ValueError, match="token id 40 is outside the vocabulary 0..39"):
-        model(torch.tensor([[1, 40]]))
+        model(torch.tensor([[1, 40]], device=device))
     with pytest.raises(ValueError, match="token id -1"):
-        gpt.generate(model, torch.tensor([[-1]]), 2)
+        gpt.generate(model, torch.tensor([[-1]], device=device), 2)
     with pytest.raises(ValueError, match="int64"):
-        model(torch.zeros(1, 3))
+        model(torch.zeros(1, 3, device=device))
     with pytest.raises(ValueError, match=r"\(batch, t\), got \(3,\)"):
-        model(torch.zeros(3, dtype=torch.long))
+        model(torch.zeros(3, dtype=torch.long, device=device))
     with pytest.raises(ValueError, match="temperature must be a number >= 0"):
-        gpt.generate(model, torch.zeros(1, 2, dtype=torch.long), 2, temperature=-1)
+        gpt.generate(model, torch.zeros(1, 2, dtype=torch.long, device=device), 2, temperature=-1)
     with pytest.raises(ValueError, match="top_k must be a positive int"):
-        gpt.generate(model, torch.zeros(1, 2, dtype=torch.long), 2, top_k=0)
+        gpt.generate(model, torch.zeros(1, 2, dtype=torch.long, device=device), 2, top_k=0)
     with pytest.raises(ValueError, match=r"top_p must be a number in \(0, 1\]"):
-        gpt.generate(model, torch.zeros(1, 2, dtype=torch.long), 2, top_p=1.5)
+        gpt.generate(model, torch.zeros(1, 2, dtype=torch.long, device=device), 2, top_p=1.5)
     with pytest.raises(ValueError, match="max_new_tokens must be an int >= 0"):
-        gpt.generate(model, torch.zeros(1, 2, dtype=torch.long), -1)
+        gpt.generate(model, torch.zeros(1, 2, dtype=torch.long, device=device), -1)
     with pytest.raises(ValueError, match="divisible"):
         gpt.GPTConfig(10, d_model=30, num_heads=4)
     with pytest.raises(ValueError, match="GPTConfig.max_len must be a positive int"):

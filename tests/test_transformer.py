@@ -229,12 +229,12 @@ def test_decode_step_agrees_with_the_teacher_forced_pass(norm_first):
     assert maps["decoder"][0, 0, 0].triu(1).abs().sum() == 0
 
 
-def test_overfits_a_tiny_batch_and_decodes_it():
+def test_overfits_a_tiny_batch_and_decodes_it(device):
     torch.manual_seed(0)
-    model = _tiny()
-    src = torch.tensor([[4, 5, 6, 2], [7, 8, 2, 0]])
-    lengths = torch.tensor([4, 3])
-    tgt = torch.tensor([[1, 6, 5, 4, 2], [1, 8, 7, 2, 0]])
+    model = _tiny().to(device)
+    src = torch.tensor([[4, 5, 6, 2], [7, 8, 2, 0]], device=device)
+    lengths = torch.tensor([4, 3], device=device)
+    tgt = torch.tensor([[1, 6, 5, 4, 2], [1, 8, 7, 2, 0]], device=device)
     batch = type("B", (), {"src": src, "src_lengths": lengths, "tgt": tgt})()
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(150):

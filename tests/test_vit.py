@@ -143,10 +143,10 @@ def test_digits_splits_are_fixed_stratified_and_disjoint():
 
 @pytest.mark.parametrize("make", [lambda: small_vit(), lambda: vit.small_cnn(), lambda: vit.mlp()],
                          ids=["vit", "cnn", "mlp"])
-def test_models_overfit_a_tiny_batch(make):
+def test_models_overfit_a_tiny_batch(make, device):
     splits = data.load_digit_images()
-    images, labels = splits.train.images[:32], splits.train.labels[:32]
-    model = make().train()
+    images, labels = splits.train.images[:32], splits.train.labels[:32]   # fit and accuracy move them
+    model = make().to(device).train()
     recipe = vit.ViTTraining(batch_size=32, lr=3e-3, warmup=5, max_steps=300, weight_decay=0.0)
     history = vit.fit(model, images, labels, recipe)
     assert history.losses[-1] < 0.05 < history.losses[0]
@@ -169,15 +169,16 @@ def test_digit_strips_put_the_digits_side_by_side_and_end_the_caption():
         assert strip[0, 0, ::2].tolist() == caption[:3].float().tolist()
 
 
-def test_captioner_shapes_attention_and_it_overfits_a_tiny_batch():
+def test_captioner_shapes_attention_and_it_overfits_a_tiny_batch(device):
     from course_utils.training import train
     splits = data.load_digit_images()
     strips, captions = vit.digit_strips(splits.train.images, splits.train.labels, 16, seed=0)
+    strips, captions = strips.to(device), captions.to(device)
     torch.manual_seed(0)
-    model = vit.DigitCaptioner(hidden=32, channels=8)
+    model = vit.DigitCaptioner(hidden=32, channels=8).to(device)
     logits, weights = model(strips, captions)
     assert logits.shape == (16, 4, vit.EOS + 1) and weights.shape == (16, 4, 12)
-    torch.testing.assert_close(weights.sum(-1), torch.ones(16, 4))
+    torch.testing.assert_close(weights.sum(-1).cpu(), torch.ones(16, 4))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     history = train(model, [(strips, captions)], vit.caption_loss, optimizer, max_steps=150, progress=False)
     assert history.losses[-1] < 0.05 < history.losses[0]

@@ -128,18 +128,18 @@ def test_layer_attention_picks_the_layer():
 # ---- 01: beam search, step by step ----
 
 @pytest.fixture(scope="module")
-def seq2seq(small_synthetic):
+def seq2seq(small_synthetic, device):
     from course_utils.data import TranslationData
     from course_utils.seq2seq import Seq2Seq, Seq2SeqConfig
     data = TranslationData.build(small_synthetic.train)
     torch.manual_seed(0)
     model = Seq2Seq(Seq2SeqConfig(len(data.src_vocab), len(data.tgt_vocab), emb_size=16, hidden_size=32,
-                                  bidirectional=True, attention="additive", attn_size=16, dropout=0.0)).eval()
-    return data, model, [s for s, _ in small_synthetic.test[:6]]
+                                  bidirectional=True, attention="additive", attn_size=16, dropout=0.0))
+    return data, model.to(device).eval(), [s for s, _ in small_synthetic.test[:6]]
 
 
 @pytest.mark.parametrize("beam, alpha", [(1, 0.0), (3, 0.0), (5, 1.0), (2, 0.5)])
-def test_the_traced_beam_finds_what_beam_search_finds(seq2seq, beam, alpha):
+def test_the_traced_beam_finds_what_beam_search_finds(seq2seq, beam, alpha, device):
     from course_utils.data import tokenize
     from course_utils.decoding import beam_search
     from course_utils.widgets import beam_trace
@@ -147,7 +147,7 @@ def test_the_traced_beam_finds_what_beam_search_finds(seq2seq, beam, alpha):
     for source in sources:
         ids = data.src_vocab.encode(tokenize(source))
         trace = beam_trace(model, ids, beam, alpha, max_len=20)
-        decoded = beam_search(model, torch.tensor([ids]), torch.tensor([len(ids)]), beam_size=beam,
+        decoded = beam_search(model, torch.tensor([ids], device=device), torch.tensor([len(ids)]), beam_size=beam,
                               max_len=20, alpha=alpha)
         assert trace.tokens == decoded.tokens[0] and abs(trace.score - decoded.scores[0]) < 1e-4
         for step in trace.steps:  # ranked, at most K kept, the rest finished or pruned
@@ -171,10 +171,10 @@ def test_beam_explorer_moves_with_its_sliders(seq2seq):
 # ---- 05: what the masked language model guesses ----
 
 @pytest.fixture(scope="module")
-def small_bert():
+def small_bert(device):
     from course_utils.bert_training import load_pretrained
     model, tokenizer, _ = load_pretrained()
-    return model, tokenizer
+    return model.to(device), tokenizer
 
 
 def test_mlm_explorer_guesses_and_redraws_the_masking(small_bert):
@@ -238,12 +238,12 @@ def test_dataset_browser_filters_by_length_and_sketches_an_alignment(small_synth
     assert "no pair has 1-1 source words" in box.view.value
 
 
-def test_vit_attention_explorer_follows_image_layer_and_head():
+def test_vit_attention_explorer_follows_image_layer_and_head(device):
     from course_utils import vit
     from course_utils.widgets import vit_attention, vit_attention_html
     torch.manual_seed(0)
-    model = vit.ViT(vit.ViTConfig(d_model=16, num_heads=2, num_layers=2, d_ff=32))
-    images, labels = torch.rand(3, 1, 8, 8), torch.tensor([4, 7, 1])
+    model = vit.ViT(vit.ViTConfig(d_model=16, num_heads=2, num_layers=2, d_ff=32)).to(device)
+    images, labels = torch.rand(3, 1, 8, 8), torch.tensor([4, 7, 1])   # on the CPU: the explorer moves them
     box = vit_attention(model, images, labels)
     assert "label 4" in box.view.value and "layer 2, mean of heads" in box.view.value
     box.image.value = 1
@@ -260,13 +260,13 @@ def test_vit_attention_explorer_follows_image_layer_and_head():
         vit_attention(model, images, labels[:2])
 
 
-def test_gpt_generate_explorer_follows_prompt_and_sampler_settings():
+def test_gpt_generate_explorer_follows_prompt_and_sampler_settings(device):
     from course_utils import gpt
     from course_utils.bpe import BPETokenizer
     from course_utils.widgets import gpt_generate, gpt_generate_html
     tok = BPETokenizer([("t", "h"), ("th", "e"), ("Ġ", "the")], byte_level=True)
     torch.manual_seed(0)
-    model = gpt.GPT(gpt.GPTConfig(len(tok), max_len=16, d_model=16, num_heads=2, num_layers=1, d_ff=32))
+    model = gpt.GPT(gpt.GPTConfig(len(tok), max_len=16, d_model=16, num_heads=2, num_layers=1, d_ff=32)).to(device)
     box = gpt_generate(model, tok, prompt="the theme", max_new_tokens=6)
     first = box.view.value
     assert "<b>the theme</b>" in first and "temperature 0.80" in first and "seed 0" in first
@@ -280,7 +280,7 @@ def test_gpt_generate_explorer_follows_prompt_and_sampler_settings():
     box.prompt.value = "then"
     assert "<b>then</b>" in box.view.value
     # the continuation is what generate gives
-    ids = torch.tensor([tok.encode("then")])
+    ids = torch.tensor([tok.encode("then")], device=device)
     expected = tok.decode(gpt.generate(model, ids, 6, temperature=0)[0, ids.shape[1]:].tolist())
     assert html.escape(expected) in box.view.value
     with pytest.raises(ValueError, match="type a prompt"):
