@@ -257,9 +257,13 @@ class ViTTraining:
 # the time; 300 steps at lr 3e-3 do as well or better (97-98 %) in 75 % of that, and keep the
 # CNN and the MLP where they were. Shifted copies (augment) need more steps.
 FAST = ViTTraining(d_model=48, num_heads=4, num_layers=2, d_ff=96, lr=3e-3, warmup=40, max_steps=300)
-FULL = ViTTraining(d_model=128, num_heads=4, num_layers=6, d_ff=256, dropout=0.1, max_steps=3000,
-                   warmup=200, seeds=(0, 1, 2, 3, 4), data_sizes=(50, 100, 300, 600),
-                   patch_sizes=(1, 2, 4, 8), caption_steps=2000)
+# The full profile: 3 layers of width 64 for 400 steps (the sizes above), three seeds, four data
+# sizes and the 1x1 patch: 45 runs of 400 steps. The whole notebook took 332 s on a 2-core CPU
+# (two threads); on a GPU, where each step costs about the same whatever the model (launch-bound:
+# docs/BENCHMARKS.md), about 3 minutes (estimated: a run sharing an H200 three ways reached the
+# patch-size cell in 177 s). It adds seeds and sizes, not a better ViT (see the comment above).
+FULL = ViTTraining(max_steps=400, seeds=(0, 1, 2), data_sizes=(50, 100, 300, 600),
+                   patch_sizes=(1, 2, 4, 8), caption_steps=1000)
 
 
 def training_recipe(profile: str | None = None) -> ViTTraining:

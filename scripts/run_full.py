@@ -60,21 +60,22 @@ def write_summary(out: Path, rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-#: wall time of each notebook's full profile, in minutes, where it was measured: on the CPU
-#: (`COURSE_DEVICE=cpu make full`, a 2-core AMD EPYC, one thread) and on one H100 (nine
-#: notebooks at once, so these overstate a notebook run alone). None: not measured yet.
+#: wall time of each notebook's full profile, in minutes, where it was measured: on a 2-core
+#: CPU (`COURSE_DEVICE=cpu make full`: an AMD EPYC on 2026-11-25, an Intel Xeon on 2026-11-26)
+#: and on one H200 (several notebooks sharing it, so these overstate a notebook run alone).
 #: docs/BENCHMARKS.md has the tables.
 MEASURED_MINUTES = {
-    "cpu": {"00_welcome": 1, "03_convs2s": 6},   # 2026-11-25, one thread, one other job beside it (329 s)
-    "cuda": {"03_convs2s": 3},   # 2026-11-25, one H200, nine notebooks at once (157 s); the only one to reach its end
+    "cpu": {"00_welcome": 1, "03_convs2s": 6, "08_vision_transformer": 6,
+            "07_gpt": 14, "01_seq2seq_bottleneck": 17},
+    "cuda": {"03_convs2s": 3, "07_gpt": 3},   # H200: 03 157 s and 07 154 s, each beside other notebooks
 }
 #: what is known to take long in the full profile today (the recipes not yet redesigned); the
 #: per-step figures are of one H200, each model alone (docs/BENCHMARKS.md, "On a GPU")
 KNOWN_LONG = {"05_bert": "pre-trains 20,000 steps from scratch: about 15 h on a 2-core CPU, 17 min on an H100",
-              "04_transformer": "6,000 steps of the main fit at ~21 ms/step on an H200, then the side-by-side runs",
+              "04_transformer": "6,000 steps of the main fit at ~21 ms/step on an H200 (~0.8 s on a 2-core CPU), "
+                                "then the side-by-side runs",
               "06_bpe": "two models of 6,000 steps at ~89 ms/step on an H100",
-              "02_bahdanau_attention": "3 x 3,000 + 4 x 1,000 steps at ~46 ms/step on an H200: about 10 min",
-              "08_vision_transformer": "5 seeds x 3 models x 3,000 steps before the sweeps: over 5 min on an H200"}
+              "02_bahdanau_attention": "3 x 3,000 + 4 x 1,000 steps at ~46 ms/step on an H200: about 10 min"}
 
 
 def expected_time(notebooks: list[Path], device: str) -> str:
