@@ -472,6 +472,8 @@ def check_cell(tree, gid: str, names: Names, rules: Rules, own: set[str]) -> lis
                 add("reference", rules.forbidden_methods[node.attr])  # a tensor's method: x.<name>(...)
             if isinstance(node, ast.Attribute) and node.attr in DYNAMIC_ATTRIBUTES:
                 add("dynamic", f".{node.attr}")
+            if isinstance(node, ast.Name) and node.id.startswith("_grader") and node.id not in local:
+                add("dynamic", f"{node.id}, a name of the grader's")  # the probe's own, while it runs
             if isinstance(node, ast.Name) and node.id in DYNAMIC_CALLS and node.id not in local | own:
                 add("dynamic", f"{node.id}()")
             if isinstance(node, ast.Name) and node.id in BY_NAME and node.id not in local | own:
@@ -531,10 +533,16 @@ def check(cells, rules: Rules, *, is_answer, is_test, grade_id, answer_names: se
     reads = {i: global_reads(trees[i]) for i in read_only}
     names, report = Names(), Report()
     index_of = {}
+    locked_defs: set[str] = set()   # functions, classes and private names the read-only cells define
     for i, tree in trees.items():
         cell = cells[i]
         if not is_answer(cell):
             names.update(tree)
+            for stmt in tree.body:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    locked_defs.add(stmt.name)
+                else:
+                    locked_defs |= {n for n in bound_names(stmt) if n.startswith("_") and not n.startswith("__")}
             continue
         index_of[grade_id(cell)] = i
         own = answer_names | bound[i]
@@ -555,6 +563,17 @@ def check(cells, rules: Rules, *, is_answer, is_test, grade_id, answer_names: se
                     continue
                 if _read_later(name, [j for j in read_only if j > i], reads, bound):
                     findings.append(Finding("monkeypatch", grade_id(cell), name, k))
+        # rebinding, or writing into, a function, class or private name that an earlier
+        # read-only cell defined: the lecturer's code (a counter the tests call, its helpers)
+        # runs later with what the answer put there
+        for k, stmt in enumerate(tree.body):
+            for name in sorted((bound_names(stmt) & locked_defs) - answer_names):
+                findings.append(Finding("monkeypatch", grade_id(cell), name, k))
+            for node, local in walk_scoped(stmt):
+                if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                    base = _dotted(node.value)
+                    if base and base[0] in locked_defs and base[0] not in local:
+                        findings.append(Finding("monkeypatch", grade_id(cell), ".".join(base), k))
         report.findings += findings
     # which test cells it costs: every one after the answer cell that holds a finding, of
     # whatever kind. (A reference answer once cost only the questions whose code reached it;

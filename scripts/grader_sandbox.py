@@ -36,6 +36,7 @@ of a sandbox (the address-space limit is per process).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -175,13 +176,35 @@ def probe(namespace: dict, question: str, work: str = IN_SANDBOX_WORK) -> None:
     (out / f"{question}.json").write_text(json.dumps(results))
 
 
+class ArgumentChanged(Exception):
+    """A call changed what it was given (a tensor, a list, a dict, a record's field): the
+    caller's data is lost, whatever the call returned."""
+
+
+#: What a call with ``"grad": True`` returns when its result carries no gradient (the key of
+#: a one-item dict; its value says what came back instead).
+NO_GRADIENT = "$no_gradient"
+
+
 def run_call(namespace: dict, call: dict):
     """One call: ``fn(*args, **kwargs)``; with ``init`` the object ``fn(*init)`` is made
     first, given the weights ``state`` (a state dict) and put in eval mode, and then
     ``method`` (default: the object itself) is called; ``steps``: several methods in turn
     on the same object (each a dict like this one, ``"$prev"`` in args is the last result).
     An argument ``{"$make": call}`` is the object that call returns (with no ``method``: the
-    object itself); ``{"$fields": {...}}`` an object with those attributes (a batch)."""
+    object itself); ``{"$fields": {...}}`` an object with those attributes; ``{"$batch": {...}}``
+    a ``course_utils.data.Batch`` of those fields (``len``, ``num_tokens``, ``to`` as a student uses them).
+
+    Every call runs under ``torch.no_grad()`` unless it says ``"no_grad": False``. A call
+    that changes a tensor it was given (or a list, dict or record's field holding one), in
+    place, raises ``ArgumentChanged`` naming the argument: its result may be right, but the
+    caller's data is gone (``"may_change": [3, "cache"]``: argument 3, or the one named so,
+    may change, e.g. a cache that the spec lets a step update in place). With ``"grad": True`` (a loss) the call runs with gradients on,
+    its floating-point tensor arguments made leaves that require grad, and returns
+    ``{"value": result, "gradients": {name: gradient of result.sum()}}`` with respect to
+    those tensors (``args[0]``, ``args[1].field``, ...) and to the parameters of every
+    ``nn.Module`` argument (``args[0].encoder.weight``, ...), sorted by name; a result that
+    carries no gradient (computed outside autograd) gives ``{NO_GRADIENT: what it is}``."""
     import contextlib
     import types
 
@@ -190,6 +213,9 @@ def run_call(namespace: dict, call: dict):
             return run_call(namespace, {**arg["$make"], "object": True})
         if isinstance(arg, dict) and len(arg) == 1 and "$fields" in arg:
             return types.SimpleNamespace(**arg["$fields"])
+        if isinstance(arg, dict) and len(arg) == 1 and "$batch" in arg:  # the course's own Batch
+            from course_utils.data import Batch
+            return Batch(**arg["$batch"])
         return arg
     call = {**call, "args": [resolve(a) for a in call.get("args", [])],
             "init": [resolve(a) for a in call["init"]] if "init" in call else None}
@@ -200,14 +226,16 @@ def run_call(namespace: dict, call: dict):
         raise NameError(f"name {name!r} is not defined")
     target = namespace[name]
     grad = contextlib.nullcontext()
-    if call.get("no_grad", True) and "torch" in sys.modules:
+    if call.get("grad"):
+        grad = sys.modules["torch"].enable_grad()
+    elif call.get("no_grad", True) and "torch" in sys.modules:
         grad = sys.modules["torch"].no_grad()
     with grad:
         if "init" in call:
             seed = call.get("seed")
             if seed is not None:
                 sys.modules["torch"].manual_seed(seed)
-            obj = target(*call["init"], **call.get("init_kwargs", {}))
+            obj = _unchanging(target, name)(*call["init"], **call.get("init_kwargs", {}))
             if call.get("state") is not None:
                 obj.load_state_dict(call["state"])
             if hasattr(obj, "eval"):
@@ -217,23 +245,205 @@ def run_call(namespace: dict, call: dict):
                 for step in call["steps"]:
                     fn = getattr(obj, step["method"]) if step.get("method") else obj
                     args = [prev if a == "$prev" else a for a in step.get("args", [])]
-                    prev = fn(*args, **step.get("kwargs", {}))
+                    prev = _unchanging(fn, _called(name, step.get("method")))(*args, **step.get("kwargs", {}))
                     results.append(prev)
                 return results
             if call.get("object"):
                 return obj
             target = getattr(obj, call["method"]) if call.get("method") else obj
-        return target(*call.get("args", []), **call.get("kwargs", {}))
+            name = _called(name, call.get("method"))
+        args, kwargs = call.get("args", []), call.get("kwargs", {})
+        checked = _unchanging(target, name, tuple(call.get("may_change", ())))
+        if call.get("grad"):
+            return _with_gradients(checked, args, kwargs)
+        return checked(*args, **kwargs)
+
+
+def _called(name: str, method: str | None) -> str:
+    return f"{name}(...).{method}" if method else name
+
+
+# --------------------------------------------------------------------------------------
+# Arguments changed in place
+# --------------------------------------------------------------------------------------
+
+class _Opaque:
+    """An object a snapshot does not look into (a module, a generator): kept by identity."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+
+def _snapshot(x, depth: int = 0):
+    """What ``x`` holds now, to tell later whether a call changed it: tensors cloned, lists,
+    tuples, dicts, sets and records (``$fields``) walked, numbers and strings kept; anything
+    else (a module, a generator) by identity only."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return ("tensor", torch.Tensor.detach(x).clone())
+    if depth > 50:
+        return _Opaque(x)
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, [_snapshot(v, depth + 1) for v in x])
+    if isinstance(x, dict):
+        return ("dict", {k: _snapshot(v, depth + 1) for k, v in x.items()})
+    if isinstance(x, (set, frozenset)):
+        return ("set", frozenset(x))
+    if _is_record(x):
+        return ("fields", {k: _snapshot(v, depth + 1) for k, v in vars(x).items()})
+    if x is None or isinstance(x, (bool, int, float, complex, str, bytes)):
+        return ("value", x)
+    return _Opaque(x)
+
+
+def _is_record(x) -> bool:
+    """A record of fields: ``$fields``' SimpleNamespace, or a dataclass instance (``$batch``)."""
+    return type(x).__name__ == "SimpleNamespace" or (dataclasses.is_dataclass(x) and not isinstance(x, type))
+
+
+def _same_tensor(a, b) -> bool:
+    """Same shape, dtype and values (NaN equal to NaN)."""
+    torch = sys.modules["torch"]
+    a = torch.Tensor.as_subclass(torch.Tensor.detach(a), torch.Tensor)
+    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+        return False
+    if torch.equal(a, b):
+        return True
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+    return False
+
+
+def _change(x, snap):
+    """Where ``x`` differs from its snapshot ``snap``: (the place in words, e.g. ``field
+    'tgt'``, the same as code, e.g. ``.tgt``, what stood there before: ``tensor``, ``list``,
+    ..., what stands there now), or None when it holds what it held."""
+    if isinstance(snap, _Opaque):
+        return None if x is snap.obj else ("", "", "object", x)
+    kind, held = snap
+    torch = sys.modules.get("torch")
+    if kind == "tensor":
+        same = torch is not None and isinstance(x, torch.Tensor) and _same_tensor(x, held)
+        return None if same else ("", "", kind, x)
+    if kind in ("list", "tuple", "dict", "fields"):
+        if kind in ("list", "tuple"):
+            if type(x).__name__ != kind or len(x) != len(held):
+                return ("", "", kind, x)
+            places = [(f"item {i}", f"[{i}]", v, s) for i, (v, s) in enumerate(zip(x, held))]
+        elif kind == "dict":
+            if not isinstance(x, dict) or set(x) != set(held):
+                return ("", "", kind, x)
+            places = [(f"key {k!r}", f"[{k!r}]", x[k], s) for k, s in held.items()]
+        else:
+            fields = vars(x) if _is_record(x) else {}
+            if not set(held) <= set(fields):
+                return (f"field {sorted(set(held) - set(fields))[0]!r}", "", "field", None)
+            places = [(f"field {k!r}", f".{k}", fields[k], s) for k, s in held.items()]
+        for words, code, v, s in places:
+            found = _change(v, s)
+            if found:
+                return (", ".join(p for p in (words, found[0]) if p), code + found[1], found[2], found[3])
+        return None
+    if kind == "set":
+        return None if isinstance(x, (set, frozenset)) and frozenset(x) == held else ("", "", kind, x)
+    same = type(x) is type(held) and (x == held or (isinstance(x, float) and math.isnan(x) and math.isnan(held)))
+    return None if same else ("", "", "value", x)
+
+
+def _parameter_names(fn) -> list[str]:
+    """The names of ``fn``'s positional parameters ([] when they cannot be read)."""
+    import inspect
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(fn, torch.nn.Module):
+        fn = fn.forward  # what calling a module runs
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+_COPIES = {"tensor": "{}.clone()", "list": "list({})", "dict": "dict({})", "set": "set({})"}
+
+
+def _unchanging(fn, name: str, may_change=()):
+    """``fn``, raising ``ArgumentChanged`` when a call changes one of its arguments in place
+    (not an object it was given, such as a model: only data, and the containers holding it)."""
+    def checked(*args, **kwargs):
+        before = [_snapshot(a) for a in args], {k: _snapshot(v) for k, v in kwargs.items()}
+        out = fn(*args, **kwargs)
+        named = _parameter_names(fn)
+        given = [(i + 1, named[i] if i < len(named) else None, a, s) for i, (a, s) in enumerate(zip(args, before[0]))]
+        given += [(k, k, kwargs[k], s) for k, s in before[1].items()]
+        for where, label, value, snap in given:
+            if where in may_change or label in may_change:   # the call says this one may change (a cache)
+                continue
+            found = None if isinstance(snap, _Opaque) else _change(value, snap)
+            if found:
+                words, code, kind, now = found
+                what = ", ".join(p for p in (label if label != where else None, words) if p)
+                now = f"a tensor of shape {tuple(now.shape)}" if kind == "tensor" and hasattr(now, "shape") else \
+                    f"a {kind}" if kind in _COPIES else "a value"
+                fix = _COPIES.get(kind, "copy.copy({})").format(f"{label or 'x'}{code}")
+                raise ArgumentChanged(f"{name} changed argument {where} ({what + ', ' if what else ''}{now}) in "
+                                      f"place: the caller's data is lost; work on a copy: {fix}")
+        return out
+    return checked
+
+
+# --------------------------------------------------------------------------------------
+# Gradients of a loss
+# --------------------------------------------------------------------------------------
+
+def _with_gradients(fn, args: list, kwargs: dict):
+    """``fn(*args, **kwargs)`` and the gradients of its sum (``run_call``'s ``"grad"``)."""
+    import types
+    torch = sys.modules["torch"]
+    wrt = {}
+
+    def leaf(x, path, depth=0):  # floating-point tensors become leaves that require grad
+        if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()):
+            wrt[path] = torch.Tensor.detach(x).clone().requires_grad_(True)
+            return wrt[path]
+        if depth > 50:
+            return x
+        if isinstance(x, (list, tuple)):
+            return type(x)(leaf(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(x))
+        if isinstance(x, dict):
+            return {k: leaf(v, f"{path}[{k!r}]", depth + 1) for k, v in x.items()}
+        if type(x).__name__ == "SimpleNamespace":
+            return types.SimpleNamespace(**{k: leaf(v, f"{path}.{k}", depth + 1) for k, v in vars(x).items()})
+        if _is_record(x):  # a dataclass such as the course's Batch
+            return dataclasses.replace(x, **{k: leaf(v, f"{path}.{k}", depth + 1) for k, v in vars(x).items()})
+        if isinstance(x, torch.nn.Module):
+            for pname, p in x.named_parameters():
+                if p.requires_grad:
+                    wrt[f"{path}.{pname}"] = p
+        return x
+
+    args = [leaf(a, f"args[{i}]") for i, a in enumerate(args)]
+    kwargs = {k: leaf(v, f"kwargs[{k!r}]") for k, v in kwargs.items()}
+    value = fn(*args, **kwargs)
+    names = sorted(wrt)
+    if not isinstance(value, torch.Tensor):
+        return {NO_GRADIENT: f"a {type(value).__name__}, not a tensor"}
+    if not value.requires_grad or value.grad_fn is None:
+        return {NO_GRADIENT: "a tensor that does not require grad" if not value.requires_grad
+                else "a tensor made from numbers (no grad_fn)"}
+    grads = torch.autograd.grad(value.sum(), [wrt[n] for n in names], allow_unused=True) if names else []
+    if all(g is None for g in grads):
+        return {NO_GRADIENT: "a tensor that depends on none of the inputs"}
+    return {"value": torch.Tensor.detach(value), "gradients": dict(zip(names, grads))}
 
 
 def probe_source(question: str, work: str, code: str) -> str:
     """The code of the cell that probes ``question`` (``work``, ``code``: the work folder and
     this file's folder, as the kernel sees them)."""
-    return ("import sys as _grader_sys\n"
-            f"_grader_sys.path.insert(0, {code!r})\n"
-            "import grader_sandbox as _grader_sandbox\n"
-            f"_grader_sandbox.probe(globals(), {question!r}, {work!r})\n"
-            "del _grader_sys, _grader_sandbox")
+    # no name is bound in the student's globals: a student's function that the probe calls
+    # must not find the grader's module (to switch its checks off) or sys (the reference)
+    return (f"__import__('sys').path.insert(0, {code!r})\n"
+            f"__import__('grader_sandbox').probe(globals(), {question!r}, {work!r})")
 
 
 # --------------------------------------------------------------------------------------

@@ -14,7 +14,14 @@ point tensors (dtype and shape must agree). No test code of the lecturer's, visi
 hidden, runs in the student's process for these questions, and a hidden case's inputs and
 answers never appear in the feedback.
 
-Leaves out: gradients (a call returns values, not their backward pass).
+Beyond the values returned (``grader_sandbox.run_call``): a call that changes what it was
+given in place (a mask written into the caller's batch) raises, naming the argument; a loss
+question's calls say ``"grad": True`` and are compared on the loss *and* its gradients with
+respect to the float tensors and the model's parameters given to it, so that a loss computed
+outside autograd (``.item()``, ``.detach()``, numpy) or one with a wrong backward pass loses
+the question (``NO_GRADIENT_MESSAGE``).
+
+Leaves out: what a call does to an object it was given (a model's weights).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import functools
 import importlib.util
 import json
 import math
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,8 +56,10 @@ def _locked(fn: Callable) -> Callable:
 
 def call(fn: str, *args, hidden: bool = False, **extra) -> dict:
     """One call a question makes: the student's ``fn`` on ``args`` (plain data); ``extra``
-    says more (``kwargs``, ``init``, ``state``, ``method``, ``message``); ``hidden``: a hidden
-    case, shown in the feedback only as such. The checks.py files build their calls with it."""
+    says more (``kwargs``, ``init``, ``state``, ``method``, ``message``; ``grad=True`` for a
+    loss: its gradients are compared too, see ``grader_sandbox.run_call``); ``hidden``: a
+    hidden case, shown in the feedback only as such. The checks.py files build their calls
+    with it."""
     return {"fn": fn, "args": list(args), "hidden": hidden, **extra}
 
 
@@ -126,6 +136,10 @@ def inputs(cases: list[dict]) -> str:
     return json.dumps(grader_sandbox.encode([_sendable(c) for c in cases]))
 
 
+NO_GRADIENT_MESSAGE = ("the loss carries no gradient (computed outside autograd: .item(), .detach(), numpy?): "
+                       "training cannot learn from it")
+
+
 def judge(question, results_json: str | None, cases: list[dict] | None = None,
           expected: list | None = None) -> tuple[bool, str]:
     """(full marks?, why not) for what the sandbox sent back (None: nothing came back) to
@@ -145,6 +159,9 @@ def judge(question, results_json: str | None, cases: list[dict] | None = None,
             if "error" in result:
                 return False, f"{case} raised {str(result['error'])[:200]}"
             got = grader_sandbox.decode(result["value"])
+            if isinstance(got, dict) and grader_sandbox.NO_GRADIENT in got and not (
+                    isinstance(want, dict) and grader_sandbox.NO_GRADIENT in want):
+                return False, f"{case}: {NO_GRADIENT_MESSAGE}"
             why = difference(got, want, question.atol, question.rtol)
             if why:
                 if call.get("message"):
@@ -156,7 +173,8 @@ def judge(question, results_json: str | None, cases: list[dict] | None = None,
 
 
 def difference(got, want, atol: float, rtol: float, depth: int = 0) -> str:
-    """Why ``got`` is not ``want`` ('' when it is)."""
+    """Why ``got`` is not ``want`` ('' when it is): inside a structure, where (``at item 2``,
+    ``at 'key'``) and what (an item of the wrong kind: ``expected a tuple, got a list``)."""
     import torch
     if type(got) is not type(want):
         return f"expected a {type(want).__name__}, got a {type(got).__name__}"
@@ -178,10 +196,14 @@ def difference(got, want, atol: float, rtol: float, depth: int = 0) -> str:
     if isinstance(want, (list, tuple)):
         if len(got) != len(want):
             return f"expected {len(want)} items, got {len(got)}"
-        for g, w in zip(got, want):
+        for i, (g, w) in enumerate(zip(got, want)):
             why = difference(g, w, atol, rtol, depth + 1)
             if why:
-                return why if depth else f"expected {_short(want)}, got {_short(got)}"
+                # inside a structure, or an item of the wrong kind (a list for a tuple): the place
+                # and the reason; else, at the top, both values (short ones say the most)
+                if depth or WRONG_KIND.search(why):
+                    return _at(f"item {i}", why)
+                return f"expected {_short(want)}, got {_short(got)}"
         return ""
     if isinstance(want, dict):
         if set(got) != set(want):
@@ -189,9 +211,18 @@ def difference(got, want, atol: float, rtol: float, depth: int = 0) -> str:
         for k in want:
             why = difference(got[k], want[k], atol, rtol, depth + 1)
             if why:
-                return f"at {k!r}: {why}"
+                return _at(repr(k), why)
         return ""
     return "" if got == want else f"expected {_short(want)}, got {_short(got)}"
+
+
+#: The reason ``difference`` gives for a value of the wrong type (a list where a tuple was expected).
+WRONG_KIND = re.compile(r"(^|: )expected a \w+, got a \w+$")
+
+
+def _at(place: str, why: str) -> str:
+    """``why``, said of ``place`` inside a structure (``at item 2, 'x': ...``)."""
+    return f"at {place}, {why[3:]}" if why.startswith("at ") else f"at {place}: {why}"
 
 
 def _short(x, n: int = 120) -> str:

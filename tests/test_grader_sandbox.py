@@ -281,7 +281,7 @@ def test_hidden_tests_never_reach_the_feedback(attacked):
               for region in T._regions(c.source, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
               for line in region.splitlines() if len(line.strip()) > 12]
     for student, text in attacked["feedback"].items():
-        assert "BEGIN HIDDEN TESTS" not in text and "_grader_sandbox.probe(" not in text, student
+        assert "BEGIN HIDDEN TESTS" not in text and ".probe(globals()" not in text, student
         assert student == "forger" or "grader_sandbox" not in text, student  # the forger imports it itself
         assert not [line for line in hidden if line in text and "_rng" in line], student
 

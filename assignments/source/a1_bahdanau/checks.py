@@ -2,7 +2,9 @@
 test cell but the trained model's, the calls the sandbox makes with the student's classes
 (given the weights of a reference module, sent as data) and the course_utils reference the
 grader compares them with. The decoder step is judged through ``forward`` (teacher-forced
-log-probabilities over several steps: every step is the student's ``decode_step``).
+log-probabilities over several steps: every step is the student's ``decode_step``). The
+loss is compared with its gradients (``"grad": True``: a loss computed outside autograd
+scores nothing).
 test_translation: the student's model with the student's weights must give the reference
 model's log-probabilities (in the sandbox); the grader then translates with the reference
 class holding those weights and computes BLEU itself. Keep the cases in step with the test
@@ -99,8 +101,8 @@ def loss_calls():
     model = {"$make": _model(config, 2)}
     calls = []
     for i, b in enumerate(data.batches(16, shuffle=True, by_length=False)[:3]):
-        fields = {k: getattr(b, k) for k in ("src", "src_lengths", "tgt", "tgt_lengths")}
-        calls.append({"fn": "loss_fn", "args": [model, {"$fields": fields}], "hidden": i > 0})
+        fields = {k: getattr(b, k) for k in ("src", "src_lengths", "tgt", "tgt_lengths", "index")}
+        calls.append({"fn": "loss_fn", "args": [model, {"$batch": fields}], "hidden": i > 0, "grad": True})
     return calls
 
 

@@ -1,7 +1,8 @@
 """a2_transformer judged outside the student's process (scripts/grader_verdicts.py): for each
 test cell but the trained model's, the calls the sandbox makes with the student's functions
 and classes (classes get the weights of a reference module, sent as data) and the reference
-implementations of course_utils that the grader compares them with. test_translation: the
+implementations of course_utils that the grader compares them with (the loss with its
+gradients: ``grad=True``, a loss computed outside autograd scores nothing). test_translation: the
 student's Transformer with the student's weights must give the reference one's logits (in
 the sandbox); the grader then translates with the reference class holding those weights and
 computes BLEU itself. Keep the cases in step with the test cells of a2_transformer.ipynb
@@ -166,8 +167,8 @@ def loss_calls():
     model = {"$make": _model(config, 12)}
     calls = []
     for i, b in enumerate(data.batches(16, shuffle=True, by_length=False)[:3]):
-        fields = {k: getattr(b, k) for k in ("src", "src_lengths", "tgt", "tgt_lengths")}
-        calls.append(_call("loss_fn", model, {"$fields": fields}, hidden=i > 0))
+        fields = {k: getattr(b, k) for k in ("src", "src_lengths", "tgt", "tgt_lengths", "index")}
+        calls.append(_call("loss_fn", model, {"$batch": fields}, hidden=i > 0, grad=True))
     return calls
 
 

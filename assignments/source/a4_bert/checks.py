@@ -2,7 +2,8 @@
 cell but the fine-tuned model's, the calls the sandbox makes with the student's functions
 and classes (classes get the weights of a reference module, sent as data; a random number
 generator is made in the sandbox by the notebook's read-only ``rng(seed)``) and the
-course_utils reference implementations the grader compares them with. test_accuracy: the
+course_utils reference implementations the grader compares them with (the loss with its
+gradients with respect to both heads' scores: ``grad=True``). test_accuracy: the
 student's BertClassifier with the student's weights must give the reference classifier's
 logits on real test passages (in the sandbox); the grader then classifies the 600 held-out
 passages with the reference classifier holding those weights and computes the accuracy
@@ -162,15 +163,15 @@ def loss_calls():
     mlm, nsp = torch.randn(2, 4, 10), torch.randn(2, 2)
     changed = mlm.clone()
     changed[labels == -100] = 100.0
-    calls = [_call("pretraining_loss", torch.zeros(2, 4, 10), torch.zeros(2, 2), labels, next_sentence),
-             _call("pretraining_loss", mlm, nsp, labels, next_sentence),
-             _call("pretraining_loss", changed, nsp, labels, next_sentence)]
+    calls = [_call("pretraining_loss", torch.zeros(2, 4, 10), torch.zeros(2, 2), labels, next_sentence, grad=True),
+             _call("pretraining_loss", mlm, nsp, labels, next_sentence, grad=True),
+             _call("pretraining_loss", changed, nsp, labels, next_sentence, grad=True)]
     for seed in (15, 16):
         torch.manual_seed(seed)
         mlm, nsp = torch.randn(5, 7, 13), torch.randn(5, 2)
         labels = torch.where(torch.rand(5, 7) < 0.3, torch.randint(0, 13, (5, 7)), torch.full((5, 7), -100))
         labels[0, 0] = 4
-        calls.append(_call("pretraining_loss", mlm, nsp, labels, torch.randint(0, 2, (5,)), hidden=True))
+        calls.append(_call("pretraining_loss", mlm, nsp, labels, torch.randint(0, 2, (5,)), hidden=True, grad=True))
     return calls
 
 

@@ -7,7 +7,11 @@ and ``Block`` is course_utils' multi-head attention and pre-LN layer run as
 ``course_utils.gpt.cached_block`` runs them (causal, with a cache); for the model, the
 loss, sampling and the cache it is ``course_utils.gpt`` itself. ``positions_read`` (a locked
 cell of the notebook) counts what the first block reads at each step of generation, so a
-``generate`` that ignores its cache does not pass on equal tokens alone.
+``generate`` that ignores its cache does not pass on equal tokens alone. (A count of work can be
+faked on purpose, by feeding that block dummies of the right size; a counter of the key
+projections' work, tried in its place, also refused honest batched products: a check of what
+the cache holds is the way out, not yet built.) The loss is compared with its gradients
+(``"grad": True``): a loss computed outside autograd scores nothing.
 
 test_perplexity: the student's GPT with the student's weights must give the reference GPT's
 logits on held-out windows (in the sandbox); the grader then computes the held-out loss with
@@ -173,9 +177,9 @@ def loss_calls():
     from course_utils.gpt import heldout_windows
     text = _text()
     make, _ = _model(dict(vocab_size=VOCAB_SIZE, max_len=16, d_model=16, num_heads=2, num_layers=1, d_ff=32), 24)
-    return [_call("lm_loss", make, heldout_windows(text["valid_tokens"], 16, 4)),
-            _call("lm_loss", make, heldout_windows(text["test_tokens"], 16, 5), hidden=True),
-            _call("lm_loss", make, heldout_windows(text["valid_tokens"][100:], 8, 3), hidden=True)]
+    return [_call("lm_loss", make, heldout_windows(text["valid_tokens"], 16, 4), grad=True),
+            _call("lm_loss", make, heldout_windows(text["test_tokens"], 16, 5), hidden=True, grad=True),
+            _call("lm_loss", make, heldout_windows(text["valid_tokens"][100:], 8, 3), hidden=True, grad=True)]
 
 
 def sampling_calls():
@@ -210,8 +214,8 @@ def cache_calls():
         _, cache = ref.step(prompt)
         settings = ((0, None, None), (1.0, 5, None), (0.8, None, 0.9), (1.0, None, None))
         calls += [_call("step", make, prompt, hidden=hidden),
-                  _call("step", make, new[:, :1], cache, hidden=hidden),
-                  _call("step", make, new, cache, hidden=hidden)]
+                  _call("step", make, new[:, :1], cache, hidden=hidden, may_change=[3]),   # a cache list
+                  _call("step", make, new, cache, hidden=hidden, may_change=[3])]          # may be updated in place
         calls += [_call("generate", make, prompt, 10, t, k, p, {"$make": {"fn": "seeded_generator", "args": [seed]}},
                         use, hidden=hidden)
                   for t, k, p in settings for use in (True, False)]

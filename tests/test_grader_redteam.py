@@ -1,0 +1,278 @@
+"""Red team of the grader's new checks (scripts/grader_sandbox.run_call: arguments changed in
+place, a loss's gradients; a5's count of the key work of generation; where difference() says
+a structure differs): each test is a submission that scores points it did not earn, or an
+honest answer that loses points, as the grader judges it now. Each fails until its fix;
+the docstring says which.
+
+As in tests/test_grader_calls.py (whose helpers these are), the student's side runs in this
+process: the source notebook's cells, edited as a student would edit them. Two differences
+from those tests: the probe is the probe *cell* the grader adds to the notebook
+(``grader_sandbox.probe_source``), run in the student's globals as the kernel runs it, and
+an answer that ``answer_checks`` flags scores 0 on what it zeroes, as in ``assignments.grade``.
+A test passes when the attack scores 0 *either* way (flagged, or refused by the probe).
+"""
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import test_assignments as T
+import grader_sandbox  # noqa: E402  (on sys.path through test_assignments)
+import grader_verdicts  # noqa: E402
+from test_grader_calls import IN_PLACE_MASK, MASK_QUESTIONS, QKV, _checks, _namespace, _replace
+
+A, ROOT = T.A, T.ROOT
+
+
+def _probed(name, question, namespace, tmp_path):
+    """(full marks?, why not): the grader's probe cell for ``question`` run in ``namespace``
+    (the student's globals), as the kernel runs it, and judged as the grader judges."""
+    q = _checks(name)[question]
+    work = Path(tempfile.mkdtemp(prefix=f"{name}-{question}-", dir=tmp_path))
+    (work / "in").mkdir()
+    (work / "in" / f"{question}.json").write_text(grader_verdicts.inputs(q.cases()))
+    cell = grader_sandbox.probe_source(question, str(work), str(ROOT / "scripts"))
+    exec(compile(cell, f"probe {question}", "exec"), namespace)
+    out = work / "out" / f"{question}.json"
+    return grader_verdicts.judge(q, out.read_text() if out.exists() else None)
+
+
+def _graded(name, questions, tmp_path, **edits):
+    """(points, why lost) of the source's solutions with ``edits`` on ``questions``: 0 for a
+    question the answer check zeroes, else the probe's verdict."""
+    for question in questions:  # the grader's answers, computed before any student code runs here
+        _checks(name)[question].expected()
+    points = A.points(T._source(name))
+    zeroed = A.check_answers(T._solved_release(name, **dict(edits)), T._source(name)).zeroed
+    namespace = _namespace(name, **dict(edits))
+    total, why = 0.0, {}
+    for question in questions:
+        if question in zeroed:
+            why[question] = f"answer check: {zeroed[question]}"
+            continue
+        ok, reason = _probed(name, question, namespace, tmp_path)
+        total += points[question] if ok else 0.0
+        if not ok:
+            why[question] = reason
+    return total, why
+
+
+# ---- 1. the probe cell's own names, globals of the student's kernel while the probe runs ----
+
+def _in_mask_tokens(line):
+    return lambda code: _replace(("    inputs = ids\n", f"    inputs = ids\n    {line}\n"))(IN_PLACE_MASK(code))
+
+
+def test_the_grader_module_is_out_of_reach_of_the_calls_it_makes(tmp_path, monkeypatch):
+    """The probe cell binds ``_grader_sys`` and ``_grader_sandbox`` in the kernel's globals and
+    only deletes them after the calls: a student's function, called by the probe, reads them
+    as globals (answer_checks sees a name no import binds: nothing to flag). One line in
+    mask_tokens switches the in-place check off (for every later question too: the module
+    stays patched); ``_grader_sys.modules`` is every module, the reference answers included.
+    Fix: the probe cell binds no name in the student's globals (e.g. one expression:
+    ``__import__("sys").path.insert(...)``, ``__import__("grader_sandbox").probe(globals(), ...)``)
+    and answer_checks flags any ``_grader*`` name (or any global no cell binds)."""
+    monkeypatch.setattr(grader_sandbox, "_change", grader_sandbox._change)  # put back after the test
+    score, why = _graded("a4_bert", MASK_QUESTIONS, tmp_path,
+                         mask_tokens=_in_mask_tokens("_grader_sandbox._change = lambda x, snap: None"))
+    assert score == 0.0, "an in-place mask_tokens scored its points by switching the check off"
+
+
+def test_the_reference_answers_are_out_of_reach_through_the_probe_cells_sys(tmp_path):
+    """The same names: ``_grader_sys.modules['course_utils.gpt']`` is the reference package."""
+    cheat = _replace(("""    logits = model(windows[:, :-1])  # (batch, t, vocab)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), windows[:, 1:].reshape(-1))""",
+                      """    return _grader_sys.modules["course_utils.gpt"].lm_loss(model, windows)"""))
+    assert _graded("a5_gpt", ["test_loss"], tmp_path, loss=cheat)[0] == 0.0
+
+
+# ---- 2. torch patched through an alias of one of its classes --------------------------------
+
+@pytest.mark.xfail(strict=True, reason="known hole, issue 38: not fixed yet")
+def test_an_alias_of_torch_tensor_cannot_switch_off_the_in_place_check(tmp_path, monkeypatch):
+    """``torch.Tensor.clone = ...`` is flagged, ``_T = torch.Tensor; _T.clone = ...`` is not
+    (answer_checks qualifies imported names only: a plain assignment makes ``_T`` unknown; a
+    module alias, ``_t = torch``, is flagged as 'the module torch as a value', a class is not).
+    The probe's snapshot is ``torch.Tensor.detach(x).clone()``: with clone returning its input
+    for long tensors, the snapshot is the argument itself and an in-place mask_tokens scores 3.
+    Fix: answer_checks binds a name assigned from an imported chain (``_T = torch.Tensor``) to
+    that chain, so that a store into it is a monkeypatch; also inside functions."""
+    import torch
+    monkeypatch.setattr(torch.Tensor, "clone", torch.Tensor.clone)  # put back after the test
+    patch = ("_T = torch.Tensor\n_clone = torch.Tensor.clone\n"
+             "_T.clone = lambda self, *a, **k: self if self.dtype == torch.long else _clone(self, *a, **k)\n\n\n")
+    score, why = _graded("a4_bert", MASK_QUESTIONS, tmp_path, mask_tokens=lambda code: patch + IN_PLACE_MASK(code))
+    assert score == 0.0, "an in-place mask_tokens scored its points by patching torch.Tensor.clone"
+
+
+# ---- 3. a5: the key-work counter, patched or fooled -------------------------------------------
+
+def _uncached(dummy, setup=""):
+    """A generate that reads every position again at every step (no cache): ``dummy`` runs
+    after the model, with ``n`` the positions a cache would read at that step."""
+    return lambda code: code + setup + f'''
+
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None,
+             use_cache=True):
+    max_len = model.config.max_len
+    for i in range(max_new_tokens):
+        n = min(idx.shape[1] if i == 0 or not use_cache or idx.shape[1] > max_len else 1, max_len)
+        logits = model(idx[:, -max_len:])[:, -1]   # every position, every step
+        {dummy}
+        idx = torch.cat([idx, next_token(logits, temperature, top_k, top_p, generator)], dim=1)
+    return idx
+'''
+
+
+DUMMY_KEYS = ("[F.linear(torch.zeros(idx.shape[0], n, model.config.d_model), b.self_attn.W_k.weight) "
+              "for b in model.blocks]  # the key work a cache would do")
+FOOLED = {
+    # the counter itself (a read-only cell's function) rebound by the answer cell: it reports
+    # what a cache would read
+    "positions_read rebound": {"cache": _uncached(
+        "pass", "\n\ndef positions_read(model, idx, max_new_tokens, **settings):\n"
+        "    return [idx.shape[1]] + [1] * (max_new_tokens - 1)\n")},
+    # keys projected with a copy of W_k made outside torch's operations (numpy, a list): the
+    # counter never sees the copy made, so the real work counts nothing, and dummies of the
+    # cached size count what a cache would (the copy only without gradients: the loss keeps its
+    # point, its gradients reaching W_k)
+    "numpy copy of W_k": {
+        "attention": _replace(("self.split_heads(self.W_k(x))", "self.split_heads(F.linear(x, self.W_k.weight "
+                               "if torch.is_grad_enabled() else torch.from_numpy(self.W_k.weight.numpy().copy()), "
+                               "self.W_k.bias))")),
+        "cache": _uncached(DUMMY_KEYS)},
+    "tolist copy of W_k": {
+        "attention": _replace(("self.split_heads(self.W_k(x))",
+                               "self.split_heads(F.linear(x, self.W_k.weight if torch.is_grad_enabled() else "
+                               "torch.tensor(self.W_k.weight.tolist()), self.W_k.bias))")),
+        "cache": _uncached(DUMMY_KEYS)},
+}
+
+
+@pytest.mark.parametrize("fake", sorted(FOOLED))
+def test_a_generate_that_ignores_its_cache_loses_the_cache_question(fake, tmp_path):
+    """An uncached generate scores test_cache's 3 points, none of these flagged. Fixes: the
+    patch and the rebinding, by answer_checks (a store into, or a rebinding of, any name a
+    read-only cell binds, and of any builtin a read-only cell's function reads, is a
+    monkeypatch); the copies made outside torch, by no count of work (a count is fooled by
+    dummies wherever the real work hides): judge the cache by behaviour, e.g. change every
+    block's W_k after each step (where the counter sees a new step begin) and compare the
+    tokens with the reference's under the same changes: only keys kept from earlier steps
+    give them."""
+    assert _graded("a5_gpt", ["test_cache"], tmp_path, **FOOLED[fake])[0] == 0.0
+
+
+HONEST = {  # a cached generate, its projections or embedding written another correct way
+    # per-head weights, broadcast over the batch: matmul expands the weights (b, h, d, d_head)
+    "per-head broadcast matmul": {"attention": _replace((QKV, (
+        "q, k, v = [x.unsqueeze(1) @ l.weight.view(self.num_heads, self.d_head, self.d_model).transpose(1, 2)"
+        " + l.bias.view(self.num_heads, 1, self.d_head) for l in (self.W_q, self.W_k, self.W_v)]")))},
+    "bmm with expanded weights": {"attention": _replace((QKV, (
+        "q, k, v = [self.split_heads(torch.bmm(x, l.weight.T.expand(x.shape[0], -1, -1)) + l.bias)"
+        " for l in (self.W_q, self.W_k, self.W_v)]")))},
+    # the lookup as a product with one-hot rows
+    "one-hot embedding": {"model": _replace((
+        "return self.dropout(self.tok_emb(idx) + self.pos_emb(positions))",
+        "return self.dropout(F.one_hot(idx, self.config.vocab_size).to(self.tok_emb.weight.dtype) "
+        "@ self.tok_emb.weight + self.pos_emb(positions))"))},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(HONEST))
+def test_a_cached_generate_keeps_the_cache_question_however_it_multiplies(variant, tmp_path):
+    """Every other question passes with these; test_cache says [30, 6, 6, ...] (per-head
+    broadcast: batch x heads times the work), [15, 3, ...] (bmm: batch times) or one step in
+    all (one-hot: no integer ids meet the token embedding, so no step ever starts). The
+    counter takes the work of an operation as (weight elements) x (data elements) / d_in,
+    right for a weight applied to every row of the data, not for a batched product (an
+    expanded weight's elements are counted once per batch, and the data's again). Fix: the
+    multiply-adds of an operation from its own formula (torch.utils.flop_counter's registry:
+    mm, addmm, bmm, baddbmm, ...), times the key weights' share of the weight operand's
+    distinct elements; a step that starts at the first key work after any use of the token
+    embedding with data not made from the model's states (or another step boundary)."""
+    assert _graded("a5_gpt", ["test_cache"], tmp_path, **HONEST[variant]) == (3.0, {})
+
+
+# ---- 4. honest answers refused by the in-place check and the loss's record -------------------
+
+IN_PLACE_CACHE = _replace(("""    new_cache = []
+    for i, block in enumerate(model.blocks):
+        x, present = block(x, None if cache is None else cache[i])
+        new_cache.append(present)
+    return model.logits(model.norm(x[:, -1])), new_cache""", """    if cache is None:
+        cache = [None] * len(model.blocks)
+    for i, block in enumerate(model.blocks):
+        x, cache[i] = block(x, cache[i])  # the list updated in place, as Hugging Face's caches are
+    return model.logits(model.norm(x[:, -1])), cache"""))
+
+
+def test_a_step_that_updates_its_cache_list_in_place_keeps_the_cache_question(tmp_path):
+    """The notebook asks for '(logits, the new cache)' and never says the cache given must stay
+    as it was; updating it in place (Hugging Face's DynamicCache does) is right for generation,
+    passes every visible test, and loses the 3 points: 'step changed argument 3 (cache, item 0,
+    item 0, a tensor ...)'. Fix: the cache calls of step say that argument may change (a call
+    option the check honours), or the notebook says 'return a new list, leave the one given
+    as it was' (and this test then expects the refusal)."""
+    assert _graded("a5_gpt", ["test_cache"], tmp_path, cache=IN_PLACE_CACHE) == (3.0, {})
+
+
+@pytest.mark.parametrize("name", ["a1_bahdanau", "a2_transformer"])
+def test_a_loss_may_use_what_a_batch_offers(name, tmp_path):
+    """a1's own test cell weighs rows by ``batch.num_tokens`` (course_utils.data.Batch, what
+    train() gives loss_fn); the grader's batch is a SimpleNamespace of four fields, so a sum
+    divided by ``batch.num_tokens`` (the same value, the same gradients) raises AttributeError
+    (also ``len(batch)``, ``batch.to(device)``, ``batch.index``). Not new with this change, but
+    the loss questions' own. Fix: ``$fields`` makes a course_utils.data.Batch (or a record with
+    its properties and methods), which the in-place check and ``leaf`` walk as a record."""
+    question, cell, line = {
+        "a1_bahdanau": ("test_loss", "loss", "return nn.functional.nll_loss(log_probs.transpose(1, 2), "
+                                             "batch.tgt[:, 1:], ignore_index=PAD_ID)"),
+        "a2_transformer": ("test_loss", "loss", "return F.cross_entropy(logits.transpose(1, 2), "
+                                                "batch.tgt[:, 1:], ignore_index=PAD_ID)")}[name]
+    summed = line.replace("ignore_index=PAD_ID)", "ignore_index=PAD_ID, reduction='sum') / batch.num_tokens")
+    points = A.points(T._source(name))[question]
+    assert _graded(name, [question], tmp_path, **{cell: _replace((line, summed))}) == (points, {})
+
+
+@pytest.mark.xfail(strict=True, reason="known hole, issue 38: not fixed yet")
+def test_an_item_replaced_in_a_list_is_named_as_the_list_changed():
+    """A list item replaced by another object (``xs[0] = new``) is reported as the tensor
+    changed in place, with the advice ``xs[0].clone()``, which does not help (the list must be
+    copied: ``list(xs)``). Fix: the snapshot keeps each item's identity; an item that is not
+    the same object any more is the container's change."""
+    import torch
+    for fn, arg, advice in [(lambda xs: xs.__setitem__(0, torch.zeros(2)), [torch.ones(2)], "list(xs)"),
+                            (lambda d: d.__setitem__("k", d["k"] * 2), {"k": torch.ones(2)}, "dict(d)")]:
+        with pytest.raises(grader_sandbox.ArgumentChanged) as err:
+            grader_sandbox.run_call({"f": fn}, {"fn": "f", "args": [arg]})
+        assert f"work on a copy: {advice}" in str(err.value), str(err.value)
+
+
+@pytest.mark.xfail(strict=True, reason="known hole, issue 38: not fixed yet")
+def test_a_tensor_given_that_changes_class_and_values_is_a_changed_argument():
+    """The call zeroes its argument, then makes it a subclass whose ``__torch_function__`` gives
+    the old values to ``torch.Tensor.detach`` (what ``_same_tensor`` reads it with): no change
+    is seen (in a4's mask_tokens, unflagged: ``x.__class__ = ...`` and ``hasattr(x, "orig")``
+    are allowed). Fix: the snapshot keeps the exact type (a tensor whose class changed has
+    changed) and reads values with torch functions off (``torch._C.DisableTorchFunctionSubclass``)."""
+    import torch
+
+    class Pristine(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func is torch.Tensor.detach and hasattr(args[0], "orig"):
+                return args[0].orig
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    def mask(ids):
+        orig = ids.clone()
+        ids.zero_()  # the caller's ids, changed in place
+        ids.orig, ids.__class__ = orig, Pristine
+        return orig.sum()
+
+    ids = torch.arange(6)
+    with pytest.raises(grader_sandbox.ArgumentChanged):
+        grader_sandbox.run_call({"f": mask}, {"fn": "f", "args": [ids]})
+    assert torch.Tensor.as_subclass(ids, torch.Tensor).sum() == 0  # (it did change them)
