@@ -245,10 +245,17 @@ class Names:
         bind qualified names, any other binding makes the name something else."""
         for stmt in tree.body if isinstance(tree, ast.Module) else [tree]:
             imported = _imports_of(stmt)
-            for name in bound_names(stmt) - set(imported):
+            aliased = {}   # `_T = torch.Tensor`: the name stands for that chain, so `_T.clone = f` patches torch
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                chain = _dotted(stmt.value) if isinstance(stmt.value, (ast.Attribute, ast.Name)) else None
+                if chain and chain[0] in self.qualname:
+                    aliased[stmt.targets[0].id] = ".".join([self.qualname[chain[0]]] + chain[1:])
+            for name in bound_names(stmt) - set(imported) - set(aliased):
                 self.qualname.pop(name, None)
             self.qualname.update(imported)
             self.origin.update(dict.fromkeys(imported, origin))
+            self.qualname.update(aliased)
+            self.origin.update(dict.fromkeys(aliased, origin))
 
     def qualify(self, parts: list[str], local: set[str]) -> str | None:
         """The qualified name of the chain ``parts`` if its root is an imported global."""

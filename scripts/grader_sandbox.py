@@ -281,7 +281,7 @@ def _snapshot(x, depth: int = 0):
     else (a module, a generator) by identity only."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
-        return ("tensor", torch.Tensor.detach(x).clone())
+        return ("tensor", (torch.Tensor.detach(x).clone(), x))   # its values, and the object itself
     if depth > 50:
         return _Opaque(x)
     if isinstance(x, (list, tuple)):
@@ -324,7 +324,7 @@ def _change(x, snap):
     kind, held = snap
     torch = sys.modules.get("torch")
     if kind == "tensor":
-        same = torch is not None and isinstance(x, torch.Tensor) and _same_tensor(x, held)
+        same = torch is not None and isinstance(x, torch.Tensor) and _same_tensor(x, held[0])
         return None if same else ("", "", kind, x)
     if kind in ("list", "tuple", "dict", "fields"):
         if kind in ("list", "tuple"):
@@ -341,6 +341,8 @@ def _change(x, snap):
                 return (f"field {sorted(set(held) - set(fields))[0]!r}", "", "field", None)
             places = [(f"field {k!r}", f".{k}", fields[k], s) for k, s in held.items()]
         for words, code, v, s in places:
+            if kind in ("list", "dict") and not isinstance(s, _Opaque) and s[0] == "tensor" and v is not s[1][1]:
+                return ("", "", kind, x)   # another object put in its place: the container changed
             found = _change(v, s)
             if found:
                 return (", ".join(p for p in (words, found[0]) if p), code + found[1], found[2], found[3])
