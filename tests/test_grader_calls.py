@@ -18,6 +18,14 @@ import test_assignments as T
 import grader_sandbox  # noqa: E402  (on sys.path through test_assignments)
 import grader_verdicts  # noqa: E402
 
+
+@pytest.fixture(autouse=True)
+def _grading_device(monkeypatch):
+    """The probe runs here, in the test's process, with the environment the grader gives the
+    student's kernel (the CPU on every machine), also when the tests run with COURSE_DEVICE=cuda."""
+    monkeypatch.setenv("COURSE_DEVICE", T.A.GRADING_ENV["COURSE_DEVICE"])
+
+
 A, SOURCE = T.A, T.SOURCE
 
 #: cells that load data, train or need the trained model: never run here
