@@ -81,10 +81,20 @@ class GPTTraining:
     fine_tune_lm_weight: float = 0.5   # the GPT paper's auxiliary LM loss in fine-tuning...
     fine_tune_aux: bool = False        # ...measured as a third contestant (full profile: time allows)
     fine_tune_seeds: tuple[int, ...] = (0, 1, 2)
+    fine_tune_steps: int | None = None  # section 8's fine-tuning budget, for BERT and GPT alike;
+    fine_tune_batch: int | None = None  # None: 05's recipe (the fast profile), so that both
+    fine_tune_lr: float | None = None   # notebooks fine-tune the shipped BERT the same way
 
     def model_config(self, vocab_size: int) -> GPTConfig:
         return GPTConfig(vocab_size, self.max_len, self.d_model, self.num_heads, self.num_layers,
                          self.d_ff, self.dropout)
+
+    def fine_tuning(self, bert_recipe) -> tuple[int, int, float]:
+        """(steps, batch size, learning rate) of 07's fine-tuning runs: this recipe's where it
+        sets them, else those of 05's recipe ``bert_recipe`` (a ``bert.BertPretraining``)."""
+        return (self.fine_tune_steps or bert_recipe.fine_tune_steps,
+                self.fine_tune_batch or bert_recipe.fine_tune_batch,
+                self.fine_tune_lr or bert_recipe.fine_tune_lr_small)
 
 
 FAST = GPTTraining(num_merges=2000, max_len=64, d_model=64, num_heads=4, num_layers=2, d_ff=256,
@@ -96,7 +106,8 @@ FAST = GPTTraining(num_merges=2000, max_len=64, d_model=64, num_heads=4, num_lay
 #: notebooks (07 as a whole: 154 s).
 FULL = GPTTraining(num_merges=2000, max_len=128, d_model=128, num_heads=4, num_layers=4, d_ff=512,
                    dropout=0.1, batch_size=16, steps=1500, lr=2e-3, warmup=100, eval_windows=500,
-                   num_samples=100, fine_tune_aux=True)
+                   num_samples=100, fine_tune_aux=True,
+                   fine_tune_steps=300, fine_tune_batch=32, fine_tune_lr=3e-4)  # longer than 05's full
 
 
 def training_recipe(profile: str | None = None) -> GPTTraining:
@@ -109,7 +120,8 @@ def training_recipe(profile: str | None = None) -> GPTTraining:
         recipe = replace(recipe, batch_size=cap_batch(recipe.batch_size),
                          eval_windows=min(recipe.eval_windows, size),
                          num_samples=min(recipe.num_samples, 8), sample_tokens=min(recipe.sample_tokens, 16),
-                         fine_tune_seeds=recipe.fine_tune_seeds[:1])
+                         fine_tune_seeds=recipe.fine_tune_seeds[:1],
+                         fine_tune_batch=recipe.fine_tune_batch and cap_batch(recipe.fine_tune_batch))
     return recipe
 
 

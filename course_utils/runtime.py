@@ -33,6 +33,7 @@ import platform
 import random
 import re
 import sys
+import warnings
 from dataclasses import dataclass, asdict
 
 import numpy as np
@@ -253,6 +254,11 @@ def setup(seed: int = 0, deterministic: bool = True, verbose: bool = True,
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cudnn.benchmark = False
+        # On a GPU a few kernels have no deterministic version (the 2-D negative log-likelihood,
+        # memory-efficient attention's backward): they run anyway, and warn_only would print a
+        # UserWarning into every training cell that uses them.
+        warnings.filterwarnings("ignore", message=r".*(does not have a deterministic implementation|"
+                                                  r"defaults to a non-deterministic algorithm)")
     # Denormal floats slow small convolutional models down a lot on some CPUs.
     torch.set_flush_denormal(True)
     if lecture is None:
