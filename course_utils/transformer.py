@@ -95,10 +95,10 @@ class TransformerTraining:
 # 44.7 %. d_model=128 costs about twice as much per step.
 FAST = TransformerTraining(d_model=64, num_heads=4, num_layers=2, d_ff=128, lr=6e-3, warmup=150,
                            max_steps=1300, cooldown=300)
-# The full recipe is the fast one scaled up (twice the width, three layers each side, batches
-# of 128, more steps at a lower peak rate), not tuned again: 04's full run is its measurement.
-# It fits issue 32's budget: about 0.3 s a step on a 2-core CPU (10 min), about 20 ms on a GPU
-# (the 6,000 steps of d_model 256 before took 80 min on that CPU).
+# The full recipe is the fast one scaled up (d_model twice, d_ff four times, three layers each
+# side, batches of 128, more steps at a lower peak rate), not tuned again: 04's full run is its
+# measurement. It fits issue 32's budget: about 0.4 s a step on a busy 2-core CPU (783 s for the
+# 2,000 steps), about 20 ms on a GPU (6,000 steps of d_model 256 took 80 min on that CPU).
 FULL = TransformerTraining(d_model=128, num_heads=4, num_layers=3, d_ff=512, batch_size=128,
                            lr=4e-3, warmup=200, max_steps=2000, cooldown=300)
 # The side-by-side comparisons of 04 (positions, norms, warm-up): short runs of a small

@@ -447,6 +447,24 @@ def check_cell(tree, gid: str, names: Names, rules: Rules, own: set[str]) -> lis
 
         scope = Names(names)
         scope.update(stmt, origin="this")
+        # `T = torch.Tensor` inside a function: a local name standing for an imported chain
+        local_alias = {}
+        for node, local in walk_scoped(stmt):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and isinstance(node.value, (ast.Attribute, ast.Name)):
+                chain = _dotted(node.value)
+                qual = scope.qualify(chain, local - {node.targets[0].id}) if chain else None
+                if chain and qual is None and chain[0] in local_alias:
+                    qual = ".".join([local_alias[chain[0]]] + chain[1:])
+                if qual:
+                    local_alias[node.targets[0].id] = qual
+
+        def qualify(parts, local):
+            qual = scope.qualify(parts, local)
+            if qual is None and parts[0] in local and parts[0] in local_alias:
+                qual = ".".join([local_alias[parts[0]]] + parts[1:])
+            return qual
+
         for node, local in walk_scoped(stmt):
             for qual in _import_bindings(node).values():
                 kind = rules.verdict(qual)
@@ -508,7 +526,7 @@ def check_cell(tree, gid: str, names: Names, rules: Rules, own: set[str]) -> lis
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args \
                     and node.func.id in ("getattr", "setattr", "delattr") and node.func.id not in local | own:
                 base = _dotted(node.args[0])
-                base_qual = scope.qualify(base, local) if base else None
+                base_qual = qualify(base, local) if base else None
                 attr = node.args[1] if len(node.args) > 1 else None
                 name = attr.value if isinstance(attr, ast.Constant) and isinstance(attr.value, str) else None
                 if base_qual and node.func.id != "getattr":
@@ -520,7 +538,7 @@ def check_cell(tree, gid: str, names: Names, rules: Rules, own: set[str]) -> lis
             # writing into an imported module or object
             if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
                 base = _dotted(node.value)
-                base_qual = scope.qualify(base, local) if base else None
+                base_qual = qualify(base, local) if base else None
                 if base_qual is None and base and base[0] not in local | own and hasattr(builtins, base[0]):
                     base_qual = ".".join(base)
                 if base_qual:

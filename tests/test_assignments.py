@@ -382,6 +382,11 @@ def test_a_helper_in_another_answer_cell_is_followed():
 @pytest.mark.parametrize("edit, what", [
     (_append("torch.testing.assert_close = lambda *args, **kwargs: None"), "torch.testing.assert_close"),
     (_append("setattr(torch, 'allclose', lambda *args, **kwargs: True)"), "torch.allclose"),
+    # an alias made inside a function (issue 38's red team: only top-level aliases were followed)
+    (_append("def _quiet():\n    T = torch.Tensor\n    T.clone = lambda self, *a, **k: self\n_quiet()"),
+     "torch.Tensor.clone"),
+    (_append("def _quiet():\n    t = torch.testing\n    tt = t\n    setattr(tt, 'assert_close', print)\n_quiet()"),
+     "torch.testing.assert_close"),
     (_append("bleu = lambda hypotheses, references: 100.0"), "bleu"),
     (_append("len = lambda x: 4"), "len"),
     (_append("import importlib\n_m = importlib.import_module('course_' + 'utils.attention')"), "importlib"),
@@ -403,7 +408,10 @@ def test_monkeypatching_and_hidden_code_zero_every_later_question(edit, what):
 def test_ordinary_code_in_an_answer_is_not_flagged():
     report = _checked("a2_transformer", attention=_append(
         "q = torch.randn(3)\nout = q * 2\nprint(out)\n"  # test_attention binds q and out before reading them
-        "import os\nimport numpy as np\n_here = os.path.exists('transformer.pt')\n_x = np.zeros(3)"))
+        "import os\nimport numpy as np\n_here = os.path.exists('transformer.pt')\n_x = np.zeros(3)\n"
+        # local names bound to a tensor or a parameter, then written into: the student's own objects
+        "def _frozen(m):\n    w = m.weight\n    w.requires_grad = False\n    z = torch.zeros(3)\n    z[0] = 1.0\n"
+        "    return w, z"))
     assert report.findings == []
 
 

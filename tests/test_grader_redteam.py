@@ -104,8 +104,8 @@ def test_an_alias_of_torch_tensor_cannot_switch_off_the_in_place_check(tmp_path,
     The probe's snapshot is ``torch.Tensor.detach(x).clone()``: with clone returning its input
     for long tensors, the snapshot is the argument itself and an in-place mask_tokens scores 3.
     Fixed for top-level aliases: answer_checks binds a name assigned from an imported chain
-    (``_T = torch.Tensor``) to that chain, so that a store into it is a monkeypatch (an alias
-    made inside a function is not followed yet)."""
+    (``_T = torch.Tensor``) to that chain, so that a store into it is a monkeypatch; an alias made
+    inside a function is followed the same way (tests/test_assignments.py)."""
     import torch
     monkeypatch.setattr(torch.Tensor, "clone", torch.Tensor.clone)  # put back after the test
     patch = ("_T = torch.Tensor\n_clone = torch.Tensor.clone\n"
