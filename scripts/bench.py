@@ -210,7 +210,12 @@ def loop_cases(quick: bool = False):
     tokens = torch.randint(0, 2000, (200_000,), generator=torch.Generator().manual_seed(0))
     g_batches = [G.random_windows(tokens, g_recipe.max_len, g_recipe.batch_size,
                                   torch.Generator().manual_seed(i)) for i in range(64)]
+    from course_utils.seq2seq import Seq2Seq, Seq2SeqConfig
+    a_batches = train_data.batches(128, shuffle=True, seed=0)   # 02's full recipe: batches of 128
     cases = {
+        "02 GRU + attention (full)": (lambda: Seq2Seq(Seq2SeqConfig(V_src, V_tgt, emb_size=64, hidden_size=128,
+                                                                    bidirectional=True, attention="additive")),
+                                      seq2seq_loss, a_batches),
         "04 Transformer (full)": (lambda: T.Transformer(t_recipe.model_config(V_src, V_tgt)),
                                   lambda m, b: T.transformer_loss(m, b), t_batches),
         "03 ConvS2S (full)": (lambda: C.ConvS2S(c_recipe.model_config(V_src, V_tgt)), seq2seq_loss, c_batches),
@@ -457,7 +462,11 @@ def render(report: dict) -> str:
            f"{', '.join(report['parts_run'])}). Do not edit by hand.", "",
            f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']} on "
            f"{m['threads']} CPU thread(s), Python {m['python']}, tokenizers {m['tokenizers']}; "
-           f"1-minute load average {m['load_1min_at_start']} at the start.",
+           f"1-minute load average {m['load_1min_at_start']} at the start."
+           + "".join(f" Part *{part}* measured again on {r['when']}: {r['machine']['cpu']}, "
+                     f"{r['machine']['cores']} cores, torch {r['machine']['torch']}, load "
+                     f"{r['machine']['load_1min_at_start']}."
+                     for part, r in sorted(report.get("refreshed", {}).items())),
            "Timings were taken on a shared machine unless the load average above is near 0: "
            "other processes inflate absolute times (by up to 2x). Ratios are measured in the "
            "same run, interleaved, and are the numbers to compare.",
@@ -594,10 +603,15 @@ def main(argv=None) -> int:
     report = json.loads(json_path.read_text()) if json_path.exists() else {}
     if not parts and not report:
         parser.error("no parts given and no earlier benchmarks.json to render")
-    if parts:  # no parts: only render the markdown again from the JSON
-        report["machine"] = machine()
+    if parts and (set(DEFAULT_PARTS) <= set(parts) or "machine" not in report):
+        report["machine"] = machine()   # a whole run: the report's machine is this one
         report["generated"] = dt.datetime.now().strftime("%Y-%m-%d %H:%M")
         report["parts_run"] = list(parts)
+        report.pop("refreshed", None)
+    elif parts:  # some parts again, maybe on another machine: say where each was measured
+        now, here = dt.datetime.now().strftime("%Y-%m-%d %H:%M"), machine()
+        for part in parts:
+            report.setdefault("refreshed", {})[part] = {"when": now, "machine": here}
     started = time.perf_counter()
     if "stored" in parts and "notebooks" not in parts:
         print("notebooks (stored execution metadata)", flush=True)

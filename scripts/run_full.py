@@ -60,22 +60,24 @@ def write_summary(out: Path, rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-#: wall time of each notebook's full profile, in minutes, where it was measured: on a 2-core
-#: CPU (`COURSE_DEVICE=cpu make full`: an AMD EPYC on 2026-11-25, an Intel Xeon on 2026-11-26)
-#: and on one H200 (several notebooks sharing it, so these overstate a notebook run alone).
-#: docs/BENCHMARKS.md has the tables.
+#: wall time of each notebook's full profile, in minutes, as measured: on a 2-core CPU
+#: (`COURSE_DEVICE=cpu make full`: an AMD EPYC on 2026-11-25, an Intel Xeon on 2026-11-26, some
+#: runs beside other jobs, so upper bounds) and on one H200 (several notebooks sharing it, so
+#: these overstate a notebook run alone). docs/BENCHMARKS.md has the tables.
 MEASURED_MINUTES = {
-    "cpu": {"00_welcome": 1, "03_convs2s": 6, "08_vision_transformer": 6,
-            "07_gpt": 14, "01_seq2seq_bottleneck": 17},
-    "cuda": {"03_convs2s": 3, "07_gpt": 3},   # H200: 03 157 s and 07 154 s, each beside other notebooks
+    "cpu": {"00_welcome": 1, "01_seq2seq_bottleneck": 17, "02_bahdanau_attention": 15,
+            "03_convs2s": 6, "04_transformer": 15, "05_bert": 19, "06_bpe": 16, "07_gpt": 14,
+            "08_vision_transformer": 6},
+    # H200, 2026-11-26: five or six notebooks at once (01 228 s, 02 234 s, 05 179 s, 06 211 s,
+    # 07 152 s, 08 204 s); 03 157 s on 2026-11-25
+    "cuda": {"01_seq2seq_bottleneck": 4, "02_bahdanau_attention": 4, "03_convs2s": 3, "05_bert": 3,
+             "06_bpe": 4, "07_gpt": 3, "08_vision_transformer": 3},
 }
-#: what is known to take long in the full profile today (the recipes not yet redesigned); the
-#: per-step figures are of one H200, each model alone (docs/BENCHMARKS.md, "On a GPU")
-KNOWN_LONG = {"05_bert": "pre-trains 20,000 steps from scratch: about 15 h on a 2-core CPU, 17 min on an H100",
-              "04_transformer": "6,000 steps of the main fit at ~21 ms/step on an H200 (~0.8 s on a 2-core CPU), "
-                                "then the side-by-side runs",
-              "06_bpe": "two models of 6,000 steps at ~89 ms/step on an H100",
-              "02_bahdanau_attention": "3 x 3,000 + 4 x 1,000 steps at ~46 ms/step on an H200: about 10 min"}
+#: what a figure above leaves out, per kind of machine
+CAVEATS = {"cpu": {},
+           "cuda": {"04_transformer": "run on a GPU only to cell 39 so far (66 s beside four other "
+                                      "notebooks); from its steps, about 3 min",
+                    "00_welcome": "checks the JupyterLab install, which a GPU node running make full may lack"}}
 
 
 def expected_time(notebooks: list[Path], device: str) -> str:
@@ -85,11 +87,12 @@ def expected_time(notebooks: list[Path], device: str) -> str:
     lines = [f"make full on {device}: expected wall time per notebook (measured runs, docs/BENCHMARKS.md):"]
     for path in notebooks:
         minutes = MEASURED_MINUTES[kind].get(path.stem)
-        known = KNOWN_LONG.get(path.stem)
+        known = CAVEATS[kind].get(path.stem)
         text = f"about {minutes:.0f} min" if minutes is not None else "not measured on this kind of machine"
         lines.append(f"  {path.stem}: {text}" + (f" ({known})" if known else ""))
     if kind == "cpu":
-        lines.append("  the full profile is meant for a GPU; on a CPU some notebooks take hours today")
+        lines.append("  the full profile is meant for a GPU; on a 2-core CPU each notebook was measured "
+                     "within 20 minutes")
     return "\n".join(lines)
 
 

@@ -54,8 +54,11 @@ def test_a_part_that_is_not_run_keeps_its_numbers(tmp_path):
     before = json.loads((tmp_path / "benchmarks.json").read_text())
     assert bench.main(["--quick", "--out", str(tmp_path), "--parts", "stored"]) == 0
     report = json.loads((tmp_path / "benchmarks.json").read_text())
-    assert report["bpe"] == before["bpe"] and report["parts_run"] == ["stored"]
-    assert "## BPE" in (tmp_path / "BENCHMARKS.md").read_text()
+    assert report["bpe"] == before["bpe"] and report["parts_run"] == ["bpe"]
+    # a part run again keeps the report's machine and says where it was measured itself
+    assert report["machine"] == before["machine"] and set(report["refreshed"]) == {"stored"}
+    md = (tmp_path / "BENCHMARKS.md").read_text()
+    assert "## BPE" in md and "Part *stored* measured again on " in md
     (tmp_path / "BENCHMARKS.md").unlink()
     assert bench.main(["--out", str(tmp_path), "--parts", ""]) == 0  # only renders the JSON again
     assert json.loads((tmp_path / "benchmarks.json").read_text()) == report
