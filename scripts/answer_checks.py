@@ -355,6 +355,84 @@ def global_reads(tree) -> set[str]:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local}
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _own_nodes(func):
+    """The nodes of function ``func``'s own scope: not those of functions, lambdas or classes
+    nested in it (their default values and decorators are in it; nothing else of theirs)."""
+    todo = list(ast.iter_child_nodes(func))
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, _SCOPES):
+            todo += [*node.decorator_list] if not isinstance(node, ast.Lambda) else []
+            if not isinstance(node, ast.ClassDef):
+                todo += [d for d in node.args.defaults + node.args.kw_defaults if d is not None]
+            continue
+        todo += list(ast.iter_child_nodes(node))
+
+
+def _params(func) -> set[str]:
+    a = func.args
+    return {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None}
+
+
+def _function_aliases(func, scope: "Names") -> dict[str, str]:
+    """name -> the imported chain it stands for, for each name that ``func`` binds only by
+    plain assignments of a chain rooted in an imported global (``T = torch.Tensor``): any
+    other binding of the name in the function (a parameter, another value, a loop target)
+    and it is the function's own object."""
+    bindings: dict[str, list] = {}
+    for node in _own_nodes(func):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bindings.setdefault(node.id, []).append(node)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                bindings.setdefault(name, []).append(None)   # not a local: not an alias here
+    chains: dict[str, list] = {}   # name -> the chain of each of its assignments
+    for name, stores in bindings.items():
+        if name in _params(func) or None in stores:
+            continue
+        rhs = []
+        for store in stores:
+            assign = next((n for n in _own_nodes(func) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                           and n.targets[0] is store), None)
+            rhs.append(_dotted(assign.value) if assign and isinstance(assign.value, (ast.Attribute, ast.Name))
+                       else None)
+        if None not in rhs:
+            chains[name] = rhs
+    aliases: dict[str, str] = {}
+    changed = True
+    while changed:   # `t = torch.testing; tt = t`: an alias of an alias, in any order
+        changed = False
+        for name, rhs in chains.items():
+            if name in aliases:
+                continue
+            quals = {".".join([aliases[c[0]]] + c[1:]) if c[0] in aliases
+                     else None if c[0] in bindings else scope.qualify(c, set()) for c in rhs}
+            if len(quals) == 1 and None not in quals:
+                aliases[name] = quals.pop()
+                changed = True
+    return aliases
+
+
+def _local_alias(parts, node, parents, aliases) -> str | None:
+    """The imported chain that the local chain ``parts`` stands for where ``node`` stands:
+    found in the innermost enclosing function that binds ``parts[0]`` (see _function_aliases)."""
+    at = parents.get(id(node))
+    while at is not None:
+        if isinstance(at, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            own = aliases.get(id(at), {})
+            if parts[0] in own:
+                return ".".join([own[parts[0]]] + parts[1:])
+            if parts[0] in _params(at) or any(isinstance(n, ast.Name) and n.id == parts[0] and
+                                              isinstance(n.ctx, (ast.Store, ast.Del)) for n in _own_nodes(at)):
+                return None   # the function's own name, not an alias
+        at = parents.get(id(at))
+    return None
+
+
 def _parents(tree) -> dict[int, ast.AST]:
     return {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
 
@@ -447,22 +525,15 @@ def check_cell(tree, gid: str, names: Names, rules: Rules, own: set[str]) -> lis
 
         scope = Names(names)
         scope.update(stmt, origin="this")
-        # `T = torch.Tensor` inside a function: a local name standing for an imported chain
-        local_alias = {}
-        for node, local in walk_scoped(stmt):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                    and isinstance(node.value, (ast.Attribute, ast.Name)):
-                chain = _dotted(node.value)
-                qual = scope.qualify(chain, local - {node.targets[0].id}) if chain else None
-                if chain and qual is None and chain[0] in local_alias:
-                    qual = ".".join([local_alias[chain[0]]] + chain[1:])
-                if qual:
-                    local_alias[node.targets[0].id] = qual
+        # `T = torch.Tensor` inside a function: a name that its function binds only by such
+        # assignments stands for that chain there (rebound to anything else, it does not)
+        aliases = {id(f): _function_aliases(f, scope) for f in ast.walk(stmt)
+                   if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))}
 
-        def qualify(parts, local):
+        def qualify(parts, local, node):
             qual = scope.qualify(parts, local)
-            if qual is None and parts[0] in local and parts[0] in local_alias:
-                qual = ".".join([local_alias[parts[0]]] + parts[1:])
+            if qual is None and parts[0] in local:
+                qual = _local_alias(parts, node, parents, aliases)
             return qual
 
         for node, local in walk_scoped(stmt):
@@ -526,7 +597,7 @@ def check_cell(tree, gid: str, names: Names, rules: Rules, own: set[str]) -> lis
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args \
                     and node.func.id in ("getattr", "setattr", "delattr") and node.func.id not in local | own:
                 base = _dotted(node.args[0])
-                base_qual = qualify(base, local) if base else None
+                base_qual = qualify(base, local, node) if base else None
                 attr = node.args[1] if len(node.args) > 1 else None
                 name = attr.value if isinstance(attr, ast.Constant) and isinstance(attr.value, str) else None
                 if base_qual and node.func.id != "getattr":
@@ -538,7 +609,7 @@ def check_cell(tree, gid: str, names: Names, rules: Rules, own: set[str]) -> lis
             # writing into an imported module or object
             if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
                 base = _dotted(node.value)
-                base_qual = qualify(base, local) if base else None
+                base_qual = qualify(base, local, node) if base else None
                 if base_qual is None and base and base[0] not in local | own and hasattr(builtins, base[0]):
                     base_qual = ".".join(base)
                 if base_qual:
@@ -563,6 +634,8 @@ def check(cells, rules: Rules, *, is_answer, is_test, grade_id, answer_names: se
         cell = cells[i]
         if not is_answer(cell):
             names.update(tree)
+            if is_test(cell):  # hidden tests are not in the student's notebook: their names
+                continue       # are free to use (rebinding one a later test reads: _read_later)
             for stmt in tree.body:
                 if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     locked_defs.add(stmt.name)

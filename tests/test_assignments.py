@@ -405,13 +405,44 @@ def test_monkeypatching_and_hidden_code_zero_every_later_question(edit, what):
     assert "test_attention" not in report.zeroed
 
 
+#: writes into torch that the static check does not see yet (issue 38's red team found about 45
+#: forms; these are the easiest for a student). A check at run time (the objects' attributes
+#: compared before and after the answer cells) would catch them all: not built yet.
+STATIC_HOLES = {
+    "tuple unpacking": "T, = (torch.Tensor,)\nT.clone = lambda self, *a, **k: self",
+    "under an if": "if True:\n    T = torch.Tensor\n    T.clone = lambda self, *a, **k: self",
+    "a loop target": "for T in (torch.testing,):\n    setattr(T, 'assert_close', print)",
+    "type() of a tensor": "type(torch.zeros(1)).clone = lambda self, *a, **k: self",
+    "through a parameter": "def _hack(T):\n    T.clone = lambda self, *a, **k: self\n_hack(torch.Tensor)",
+}
+
+
+@pytest.mark.parametrize("code", [pytest.param(c, id=k, marks=pytest.mark.xfail(strict=True, reason="issue 38"))
+                                  for k, c in STATIC_HOLES.items()])
+def test_a_write_into_torch_in_any_form_is_flagged(code):
+    assert [f.kind for f in _checked("a2_transformer", masks=_append(code)).findings] == ["monkeypatch"]
+
+
 def test_ordinary_code_in_an_answer_is_not_flagged():
     report = _checked("a2_transformer", attention=_append(
         "q = torch.randn(3)\nout = q * 2\nprint(out)\n"  # test_attention binds q and out before reading them
         "import os\nimport numpy as np\n_here = os.path.exists('transformer.pt')\n_x = np.zeros(3)\n"
         # local names bound to a tensor or a parameter, then written into: the student's own objects
         "def _frozen(m):\n    w = m.weight\n    w.requires_grad = False\n    z = torch.zeros(3)\n    z[0] = 1.0\n"
-        "    return w, z"))
+        "    return w, z\n"
+        # a name first bound to an imported class or value, then to an object of the student's own
+        # (issue 38's red team: the local-alias rule once kept the first binding)
+        "def _rebound(x, n):\n    t = torch.Tensor\n    assert isinstance(x, t)\n    t = x.clone()\n    t[0] = 0\n"
+        "    layer = torch.nn.Linear\n    layer = layer(4, 4)\n    layer.bias = None\n"
+        "    pe = math.pi\n    pe = torch.empty(n, 2)\n    pe[:, 0] = 1.0\n    return t, layer, pe\n"
+        "class _Two(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        norm = torch.nn.LayerNorm\n        self.norm = norm(4)\n"
+        "    def forward(self, norm):\n        norm[:, 0] = 0\n        return norm\n"
+        "def _outer():\n    w = torch.nn.Linear\n    def _inner(w):\n        w.weight.data[0] = 0\n"
+        "    return _inner(w(2, 2))"))
+    assert report.findings == []
+    # a private name that a hidden test uses (the student cannot see the tests) is the student's
+    report = _checked("a2_transformer", multi_head_attention=_append("def _mask(n):\n    return n"))
     assert report.findings == []
 
 
