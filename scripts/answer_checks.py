@@ -378,30 +378,26 @@ def _params(func) -> set[str]:
     return {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None}
 
 
-def _function_aliases(func, scope: "Names") -> dict[str, str]:
-    """name -> the imported chain it stands for, for each name that ``func`` binds only by
-    plain assignments of a chain rooted in an imported global (``T = torch.Tensor``): any
-    other binding of the name in the function (a parameter, another value, a loop target)
-    and it is the function's own object."""
-    bindings: dict[str, list] = {}
+def _function_scope(func, scope: "Names") -> tuple[set[str], dict[str, str]]:
+    """(the names ``func`` binds itself: its parameters and every name it assigns or deletes;
+    name -> the imported chain it stands for, for each that ``func`` binds only by plain
+    assignments of a chain rooted in an imported global, ``T = torch.Tensor``). Any other
+    binding of the name in the function (a parameter, another value, a loop target, a
+    ``global``) and it is the function's own object. One walk of the function's own nodes."""
+    params = _params(func)
+    bound, stores, not_alias = set(params), {}, set(params)
+    assigned = {}   # id(target Name) -> the chain assigned to it
     for node in _own_nodes(func):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            bindings.setdefault(node.id, []).append(node)
+            bound.add(node.id)
+            stores.setdefault(node.id, []).append(id(node))
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            for name in node.names:
-                bindings.setdefault(name, []).append(None)   # not a local: not an alias here
-    chains: dict[str, list] = {}   # name -> the chain of each of its assignments
-    for name, stores in bindings.items():
-        if name in _params(func) or None in stores:
-            continue
-        rhs = []
-        for store in stores:
-            assign = next((n for n in _own_nodes(func) if isinstance(n, ast.Assign) and len(n.targets) == 1
-                           and n.targets[0] is store), None)
-            rhs.append(_dotted(assign.value) if assign and isinstance(assign.value, (ast.Attribute, ast.Name))
-                       else None)
-        if None not in rhs:
-            chains[name] = rhs
+            not_alias.update(node.names)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, (ast.Attribute, ast.Name)):
+            assigned[id(node.targets[0])] = _dotted(node.value)
+    chains = {name: [assigned.get(i) for i in ids] for name, ids in stores.items() if name not in not_alias}
+    chains = {name: rhs for name, rhs in chains.items() if None not in rhs}
     aliases: dict[str, str] = {}
     changed = True
     while changed:   # `t = torch.testing; tt = t`: an alias of an alias, in any order
@@ -410,24 +406,24 @@ def _function_aliases(func, scope: "Names") -> dict[str, str]:
             if name in aliases:
                 continue
             quals = {".".join([aliases[c[0]]] + c[1:]) if c[0] in aliases
-                     else None if c[0] in bindings else scope.qualify(c, set()) for c in rhs}
+                     else None if c[0] in bound | not_alias else scope.qualify(c, set()) for c in rhs}
             if len(quals) == 1 and None not in quals:
                 aliases[name] = quals.pop()
                 changed = True
-    return aliases
+    return bound, aliases
 
 
-def _local_alias(parts, node, parents, aliases) -> str | None:
+def _local_alias(parts, node, parents, scopes) -> str | None:
     """The imported chain that the local chain ``parts`` stands for where ``node`` stands:
-    found in the innermost enclosing function that binds ``parts[0]`` (see _function_aliases)."""
+    found in the innermost enclosing function that binds ``parts[0]`` (``scopes``: id of a
+    function -> its _function_scope)."""
     at = parents.get(id(node))
     while at is not None:
-        if isinstance(at, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            own = aliases.get(id(at), {})
-            if parts[0] in own:
-                return ".".join([own[parts[0]]] + parts[1:])
-            if parts[0] in _params(at) or any(isinstance(n, ast.Name) and n.id == parts[0] and
-                                              isinstance(n.ctx, (ast.Store, ast.Del)) for n in _own_nodes(at)):
+        if id(at) in scopes:
+            bound, aliases = scopes[id(at)]
+            if parts[0] in aliases:
+                return ".".join([aliases[parts[0]]] + parts[1:])
+            if parts[0] in bound:
                 return None   # the function's own name, not an alias
         at = parents.get(id(at))
     return None
@@ -527,13 +523,13 @@ def check_cell(tree, gid: str, names: Names, rules: Rules, own: set[str]) -> lis
         scope.update(stmt, origin="this")
         # `T = torch.Tensor` inside a function: a name that its function binds only by such
         # assignments stands for that chain there (rebound to anything else, it does not)
-        aliases = {id(f): _function_aliases(f, scope) for f in ast.walk(stmt)
-                   if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))}
+        scopes = {id(f): _function_scope(f, scope) for f in ast.walk(stmt)
+                  if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))}
 
         def qualify(parts, local, node):
             qual = scope.qualify(parts, local)
             if qual is None and parts[0] in local:
-                qual = _local_alias(parts, node, parents, aliases)
+                qual = _local_alias(parts, node, parents, scopes)
             return qual
 
         for node, local in walk_scoped(stmt):

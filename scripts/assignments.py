@@ -83,7 +83,8 @@ SKIP_TRAINING_ID = "skip_training"  # grade_id of the cell that holds the flag
 # grading runs on the CPU on every machine: a lecturer's GPU would otherwise be picked outside the
 # sandbox (the sandbox shows no GPU) and the grader's CPU reference models would meet it
 GRADING_ENV = {"COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu", "COURSE_NUM_THREADS": "1",
-               "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONHASHSEED": "0"}
+               "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "PYTHONHASHSEED": "0"}
 
 
 class AssignmentError(Exception):
