@@ -414,10 +414,9 @@ def _with_gradients(fn, args: list, kwargs: dict):
             return type(x)(leaf(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(x))
         if isinstance(x, dict):
             return {k: leaf(v, f"{path}[{k!r}]", depth + 1) for k, v in x.items()}
-        if type(x).__name__ == "SimpleNamespace":
-            return types.SimpleNamespace(**{k: leaf(v, f"{path}.{k}", depth + 1) for k, v in vars(x).items()})
-        if _is_record(x):  # a dataclass such as the course's Batch
-            return dataclasses.replace(x, **{k: leaf(v, f"{path}.{k}", depth + 1) for k, v in vars(x).items()})
+        if _is_record(x):  # $fields' SimpleNamespace, or a dataclass such as the course's Batch
+            fields = {k: leaf(v, f"{path}.{k}", depth + 1) for k, v in vars(x).items()}
+            return dataclasses.replace(x, **fields) if dataclasses.is_dataclass(x) else types.SimpleNamespace(**fields)
         if isinstance(x, torch.nn.Module):
             for pname, p in x.named_parameters():
                 if p.requires_grad:

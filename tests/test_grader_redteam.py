@@ -21,13 +21,7 @@ import test_assignments as T
 import grader_sandbox  # noqa: E402  (on sys.path through test_assignments)
 import grader_verdicts  # noqa: E402
 from test_grader_calls import IN_PLACE_MASK, MASK_QUESTIONS, QKV, _checks, _namespace, _replace
-
-
-@pytest.fixture(autouse=True)
-def _grading_device(monkeypatch):
-    """The probe runs here, in the test's process, with the environment the grader gives the
-    student's kernel (the CPU on every machine), also when the tests run with COURSE_DEVICE=cuda."""
-    monkeypatch.setenv("COURSE_DEVICE", T.A.GRADING_ENV["COURSE_DEVICE"])
+from test_grader_calls import _grading_device  # noqa: F401  (autouse: the grader's device, the CPU)
 
 
 A, ROOT = T.A, T.ROOT
