@@ -225,6 +225,15 @@ grade: $(STAMP)
 	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) scripts/assignments.py grade "$(SUBMISSION)" \
 	    $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT),) $(if $(WORKERS),--workers $(WORKERS),) $(GRADE_ARGS)
 
+# The grading tests, with the two that `make test` leaves out (nbgrader's autograde of the correct
+# a4 and a5 submissions: nbgrader restores `skip_training = False` and trains each model again,
+# about 2 minutes more). Run it after changing the grader or an assignment.
+.PHONY: grader-check
+grader-check: $(STAMP)
+	COURSE_SLOW_GRADING=1 COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \
+	    --dist loadfile tests/test_assignments.py tests/test_grader_sandbox.py tests/test_grader_redteam.py \
+	    tests/test_grader_calls.py tests/test_grader_verdicts.py
+
 # Benchmarks -> docs/BENCHMARKS.md + docs/benchmarks.json (a few minutes; see scripts/bench.py).
 # PARTS: comma-separated from stored,notebooks,models,micro,bpe,speedups or all
 # (`notebooks` re-executes every notebook once, ~10-15 min more).

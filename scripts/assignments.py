@@ -450,6 +450,8 @@ def answer_check_summary(nb, source) -> dict:
 
 HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS\n.*?^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.M | re.S)
 PROBE = grader_sandbox.PROBE_KEY  # metadata key of the cells the grader adds
+WATCH = grader_sandbox.WATCH_KEY  # ... and of its first look at torch (before the first answer)
+TAMPERED_FLAG = "torch or the course package changed at run time"
 REFERENCE_CHECKPOINT = "reference checkpoint handed in"
 
 
@@ -461,6 +463,10 @@ def to_run(nb, questions: dict, work: str, code: str, skip: dict[str, str] | Non
     cells = []
     for cell in out.cells:
         gid = grade_id(cell)
+        if is_answer_cell(cell) and not any(WATCH in c.metadata for c in cells):
+            watch = nbformat.v4.new_code_cell(grader_sandbox.watch_source(code))
+            watch.metadata[WATCH] = True  # torch and the course as the answers find them
+            cells.append(watch)
         if is_test_cell(cell) and gid in (skip or {}):
             cell.source = f"# not run by the grader: {skip[gid]}"
             cells.append(cell)
@@ -724,7 +730,10 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
         if score < most:
             errors[gid] = why
         scores[gid] = (score, most)
-    executed.cells = [c for c in executed.cells if PROBE not in c.get("metadata", {})]  # never in feedback
+    if any(grader_verdicts.tampered(text) for text in answers.values()):
+        flags.append(TAMPERED_FLAG)
+    executed.cells = [c for c in executed.cells if PROBE not in c.get("metadata", {})
+                      and WATCH not in c.get("metadata", {})]  # never in feedback
     return Result(name, scores, errors, seconds,
                   "model from " + ", ".join(used) if used else "no checkpoint needed",
                   assembled, executed, sorted(set(flags)), list(found["findings"]))

@@ -30,6 +30,15 @@ the executed notebook and ``executed.done``: a later cell, a thread or a detache
 cannot change an earlier probe's answer (found by the a6 red team: the last answer cell
 recomputed every earlier probe's answers and overwrote their files).
 
+Torch and the course package as the submission found them: the grader's cell before the first
+answer cell takes a first look (``watch``: the attributes of every loaded module of torch and
+``course_utils``, of every class defined there, the code and defaults of their functions, torch
+modes and global hooks), and every probe compares before and after its calls (``changed``); a
+probe that finds them changed sends back what changed instead of answers, and its question
+scores 0. It catches, when they run, the writes into torch that a reading of the answer cells
+(scripts/answer_checks.py) cannot follow; turning this check off needs the grader's module or
+the builtins, which that reading flags.
+
 Leaves out: Docker (bubblewrap is the one sandbox here), cgroup limits on the total memory
 of a sandbox (the address-space limit is per process).
 """
@@ -156,21 +165,179 @@ def _hashable(x):
 
 
 # --------------------------------------------------------------------------------------
+# Torch and the course as the submission found them
+# --------------------------------------------------------------------------------------
+
+#: The packages a probe relies on (its copies, comparisons, gradients, ``encode``) and the
+#: grader's calls go through: a submission that changes them could change what a probe sees.
+WATCHED = ("torch", "course_utils")
+#: Loaded before the first look: torch and what ``run_call`` builds arguments with (a module
+#: loaded later is not compared: nothing a probe uses).
+FIRST_LOOK_IMPORTS = ("torch", "course_utils.data")
+WATCH_KEY = "grader_watch"  # metadata key of the grader's cell that takes the first look
+TAMPERED = "$changed"       # the key of a probe's answer when torch or the course was changed
+_first_look: dict | None = None
+#: Attributes that Python itself writes into classes as it runs: pickle's cache of a class's
+#: slot names (``copyreg``, on the first ``torch.save`` or ``pickle`` of an instance).
+SETTLED_NAMES = {"__slotnames__"}
+
+
+def _is_code(v) -> bool:
+    """Whether putting another object in ``v``'s place changes behaviour: a function, a class,
+    a module, a descriptor (not a number or a cache that a package rebinds as it runs)."""
+    import types
+    return callable(v) or issubclass(type(v), (type, types.ModuleType, property, classmethod, staticmethod))
+
+
+def _look() -> tuple[dict, dict]:
+    """What stands where now: ((id of owner, attribute) -> object, id of owner -> (its name,
+    'module', 'class' or 'function', the owner)), for every loaded module of ``WATCHED``, every class
+    defined there (its own dictionary) and every Python function found in either (its code
+    and defaults: ``f.__code__ = ...`` changes a function without a store into a module).
+    Read with ``vars``, ``type`` and dictionary views only, which a submission cannot replace."""
+    import types
+    seen, owners, functions = {}, {}, []
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] not in WATCHED or not issubclass(type(module), types.ModuleType):
+            continue
+        owners[id(module)] = (name, "module", module)  # the object kept: its id is not reused
+        for key, value in list(vars(module).items()):
+            seen[(id(module), key)] = value
+            functions.append(value)
+            if issubclass(type(value), type) and str(vars(value).get("__module__", "")).split(".")[0] in WATCHED:
+                owners[id(value)] = (f"{vars(value).get('__module__')}.{value.__qualname__}", "class", value)
+                for ckey, cvalue in list(vars(value).items()):
+                    seen[(id(value), ckey)] = cvalue
+                    functions.append(cvalue)
+    for f in functions:
+        if type(f) in (classmethod, staticmethod):
+            f = f.__func__
+        elif type(f) is property:
+            functions.extend(part for part in (f.fget, f.fset, f.fdel) if part is not None)
+            continue
+        if type(f) is types.FunctionType and id(f) not in owners:
+            owners[id(f)] = (f"{f.__module__}.{f.__qualname__}", "function", f)
+            seen[(id(f), "__code__")], seen[(id(f), "__defaults__")], seen[(id(f), "__kwdefaults__")] = \
+                f.__code__, f.__defaults__, f.__kwdefaults__
+    return seen, owners
+
+
+def _state() -> dict:
+    """What changes every call without a store into a dictionary: torch function and dispatch
+    modes, saved-tensor hooks, module-wide hooks (read after ``_look``'s comparison has shown
+    the readers used here to be torch's own)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    state = {"torch function modes": torch._C._len_torch_function_stack(),
+             "torch dispatch modes": torch._C._len_torch_dispatch_stack(),
+             "saved-tensor hooks": torch._C._autograd._top_saved_tensors_default_hooks(False) is not None}
+    hooks = sys.modules.get("torch.nn.modules.module")
+    for key, value in (list(vars(hooks).items()) if hooks is not None else ()):
+        if key.startswith("_global_") and type(value) in (dict, __import__("collections").OrderedDict):
+            state[f"module-wide {key.removeprefix('_global_')}"] = len(value)
+    return state
+
+
+def _settle() -> None:
+    """Let torch make, before the first look, the changes it makes to itself on first use
+    (each found by running honest code after a first look, tests/test_grader_redteam.py):
+    TorchDynamo wraps ``torch.manual_seed`` and more when it is first imported (an optimizer's
+    first ``__init__`` imports it), ``torch.compile`` wraps ``torch.jit.trace`` and its first
+    call ``nn.Module.__init__``; an optimizer class gets its profiled ``step`` at its first
+    instance, and its first step loads the profiler's monitor. Each step may fail on another
+    torch (a private name gone): what it would have settled is then reported."""
+    import io
+    torch = sys.modules["torch"]
+    steps = [lambda: __import__("torch._dynamo"), lambda: torch.compile(lambda x: x),
+             lambda: __import__("torch._dynamo.mutation_guard", fromlist=["_"]).install_generation_tagging_init()]
+    weight = torch.nn.Parameter(torch.zeros(2, 2))
+    for cls in vars(torch.optim).values():
+        if issubclass(type(cls), type) and issubclass(cls, torch.optim.Optimizer) and cls is not torch.optim.Optimizer:
+            steps.append(lambda cls=cls: cls([weight], lr=0.1).step(lambda: weight.sum()))
+    steps.append(lambda: torch.save({"tensor": weight.detach(), "parameter": weight, "module": torch.nn.Linear(1, 1)},
+                                    io.BytesIO()))
+    weight.grad = torch.zeros(2, 2)
+    for step in steps:
+        try:
+            step()
+        except Exception:  # noqa: BLE001  (another torch: nothing to settle there)
+            pass
+
+
+def watch() -> None:
+    """Take the first look (the grader's cell before the first answer cell runs it), with
+    ``FIRST_LOOK_IMPORTS`` loaded first."""
+    global _first_look
+    import importlib
+    for name in FIRST_LOOK_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    if "torch" in sys.modules:
+        _settle()
+    seen, owners = _look()
+    _first_look = {"objects": seen, "owners": owners, "state": _state()}
+
+
+def changed() -> list[str]:
+    """What has been changed in ``WATCHED`` since ``watch()``, in words (empty: nothing, or no
+    first look was taken): code (a function, a class, a descriptor, a module) replaced in or
+    removed from a module or a class, any attribute removed from or added to a class (it hides
+    the inherited one), code added to a module, a function's code or defaults swapped, a torch
+    mode or a module-wide hook left in place. What a package rebinds as it runs (a number such
+    as ``RemovableHandle.next_id``, a string, a cache, a module's ``None`` filled in on first
+    use, a submodule loaded) and modules loaded after the first look are not compared."""
+    if _first_look is None:
+        return []
+    before, owners = _first_look["objects"], _first_look["owners"]
+    now, _ = _look()
+    found = []
+    for (owner, key), value in before.items():
+        if key in SETTLED_NAMES:
+            continue
+        name, kind, _ = owners[owner]
+        if (owner, key) not in now:
+            if kind == "class" or _is_code(value):
+                found.append(f"{name}.{key} was removed")
+        elif now[(owner, key)] is not value and (kind == "function" or _is_code(value) or (
+                _is_code(now[(owner, key)]) and (kind == "class" or value is not None))):  # None: a lazy cache filled
+            found.append(f"{name}.{key} was replaced")
+    for (owner, key), value in now.items():
+        if (owner, key) in before or owner not in owners or key in SETTLED_NAMES:
+            continue
+        name, kind, _ = owners[owner]
+        if kind == "class" or (_is_code(value) and not issubclass(type(value), type(sys))):
+            found.append(f"{name}.{key} was added")
+    if not found:
+        for what, value in _state().items():
+            if _first_look["state"].get(what, value) != value:
+                found.append(f"{what}: {_first_look['state'][what]} before, {value} now")
+    return found
+
+
+# --------------------------------------------------------------------------------------
 # Probes: run in the sandbox, in the kernel, where a test cell stood
 # --------------------------------------------------------------------------------------
 
 def probe(namespace: dict, question: str, work: str = IN_SANDBOX_WORK) -> None:
     """Make the calls the grader asked for in ``work/in/<question>.json`` with the names of
     ``namespace`` (the student's notebook) and write each result, or the error it raised,
-    to ``work/out/<question>.json``."""
+    to ``work/out/<question>.json``; if torch or the course package is not as ``watch()``
+    found it, before the calls or after them, write ``{TAMPERED: what changed}`` instead."""
     calls = decode(json.loads(Path(work, "in", f"{question}.json").read_text()))
     results = []
-    for call in calls:
+    found = changed()  # torch or the course changed before the calls: what they return is not judged
+    for call in calls if not found else ():
         try:
             results.append({"value": encode(run_call(namespace, call))})
         except Exception as err:  # noqa: BLE001  (the student's error is the result)
             text = str(err).strip().splitlines()
             results.append({"error": f"{type(err).__name__}: {text[0][:200] if text else ''}"})
+    found = found or changed()  # ... or during them (and put back before they returned)
+    if found:
+        results = {TAMPERED: found[:5] + ([f"and {len(found) - 5} more"] if len(found) > 5 else [])}
     out = Path(work, "out")
     out.mkdir(exist_ok=True)
     (out / f"{question}.json").write_text(json.dumps(results))
@@ -191,7 +358,7 @@ def run_call(namespace: dict, call: dict):
     first, given the weights ``state`` (a state dict) and put in eval mode, and then
     ``method`` (default: the object itself) is called; ``steps``: several methods in turn
     on the same object (each a dict like this one, ``"$prev"`` in args is the last result).
-    An argument ``{"$make": call}`` is the object that call returns (with no ``method``: the
+    An argument (positional or keyword) ``{"$make": call}`` is the object that call returns (with no ``method``: the
     object itself); ``{"$fields": {...}}`` an object with those attributes; ``{"$batch": {...}}``
     a ``course_utils.data.Batch`` of those fields (``len``, ``num_tokens``, ``to`` as a student uses them).
 
@@ -218,6 +385,7 @@ def run_call(namespace: dict, call: dict):
             return Batch(**arg["$batch"])
         return arg
     call = {**call, "args": [resolve(a) for a in call.get("args", [])],
+            "kwargs": {k: resolve(v) for k, v in call.get("kwargs", {}).items()},
             "init": [resolve(a) for a in call["init"]] if "init" in call else None}
     if call["init"] is None:
         del call["init"]
@@ -281,7 +449,7 @@ def _snapshot(x, depth: int = 0):
     else (a module, a generator) by identity only."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
-        return ("tensor", (torch.Tensor.detach(x).clone(), x))   # its values, and the object itself
+        return ("tensor", (torch.Tensor.detach(x).clone(), x, type(x)))   # its values, the object, its class
     if depth > 50:
         return _Opaque(x)
     if isinstance(x, (list, tuple)):
@@ -303,16 +471,18 @@ def _is_record(x) -> bool:
 
 
 def _same_tensor(a, b) -> bool:
-    """Same shape, dtype and values (NaN equal to NaN)."""
+    """Same shape, dtype and values (NaN equal to NaN), read with a subclass's
+    ``__torch_function__`` off (it could answer with other values than the tensor holds)."""
     torch = sys.modules["torch"]
-    a = torch.Tensor.as_subclass(torch.Tensor.detach(a), torch.Tensor)
-    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+    with torch._C.DisableTorchFunctionSubclass():
+        a = torch.Tensor.as_subclass(torch.Tensor.detach(a), torch.Tensor)
+        if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+            return False
+        if torch.equal(a, b):
+            return True
+        if a.is_floating_point() or a.is_complex():
+            return bool(((a == b) | (a.isnan() & b.isnan())).all())
         return False
-    if torch.equal(a, b):
-        return True
-    if a.is_floating_point() or a.is_complex():
-        return bool(((a == b) | (a.isnan() & b.isnan())).all())
-    return False
 
 
 def _change(x, snap):
@@ -324,7 +494,7 @@ def _change(x, snap):
     kind, held = snap
     torch = sys.modules.get("torch")
     if kind == "tensor":
-        same = torch is not None and isinstance(x, torch.Tensor) and _same_tensor(x, held[0])
+        same = torch is not None and type(x) is held[2] and _same_tensor(x, held[0])  # a new class: changed
         return None if same else ("", "", kind, x)
     if kind in ("list", "tuple", "dict", "fields"):
         if kind in ("list", "tuple"):
@@ -436,6 +606,11 @@ def _with_gradients(fn, args: list, kwargs: dict):
     if all(g is None for g in grads):
         return {NO_GRADIENT: "a tensor that depends on none of the inputs"}
     return {"value": torch.Tensor.detach(value), "gradients": dict(zip(names, grads))}
+
+
+def watch_source(code: str) -> str:
+    """The code of the cell that takes the first look (before the first answer cell)."""
+    return f"__import__('sys').path.insert(0, {code!r})\n__import__('grader_sandbox').watch()"
 
 
 def probe_source(question: str, work: str, code: str) -> str:

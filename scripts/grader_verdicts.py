@@ -140,6 +140,15 @@ NO_GRADIENT_MESSAGE = ("the loss carries no gradient (computed outside autograd:
                        "training cannot learn from it")
 
 
+def tampered(results_json: str) -> bool:
+    """Whether a probe's answer says torch or the course package was changed (``probe``)."""
+    try:
+        results = json.loads(results_json)
+    except ValueError:
+        return False
+    return isinstance(results, dict) and isinstance(results.get(grader_sandbox.TAMPERED), list)
+
+
 def judge(question, results_json: str | None, cases: list[dict] | None = None,
           expected: list | None = None) -> tuple[bool, str]:
     """(full marks?, why not) for what the sandbox sent back (None: nothing came back) to
@@ -149,6 +158,10 @@ def judge(question, results_json: str | None, cases: list[dict] | None = None,
     cases = question.cases() if cases is None else cases
     try:
         results = json.loads(results_json)
+        if tampered(results_json):
+            return False, ("torch or the course package was changed at run time (" + "; ".join(
+                str(x)[:150] for x in results[grader_sandbox.TAMPERED][:5]) + "): a question is judged "
+                "only while they are as the grader found them")
         if not isinstance(results, list) or len(results) != len(cases):
             return False, "the answers that came back do not match the questions asked"
         expected = question.expected() if expected is None else expected

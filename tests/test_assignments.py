@@ -405,9 +405,10 @@ def test_monkeypatching_and_hidden_code_zero_every_later_question(edit, what):
     assert "test_attention" not in report.zeroed
 
 
-#: writes into torch that the static check does not see yet (issue 38's red team found about 45
-#: forms; these are the easiest for a student). A check at run time (the objects' attributes
-#: compared before and after the answer cells) would catch them all: not built yet.
+#: writes into torch that the reading of the code does not see (issue 38's red team found about 45
+#: forms; these are the easiest for a student). The course's grader catches them when they run
+#: (grader_sandbox.changed: tests/test_grader_redteam.py's RUNTIME_WRITES hold these and 22 more);
+#: `nbgrader autograde`, which has no such check, does not (README).
 STATIC_HOLES = {
     "tuple unpacking": "T, = (torch.Tensor,)\nT.clone = lambda self, *a, **k: self",
     "under an if": "if True:\n    T = torch.Tensor\n    T.clone = lambda self, *a, **k: self",
@@ -417,7 +418,7 @@ STATIC_HOLES = {
 }
 
 
-@pytest.mark.parametrize("code", [pytest.param(c, id=k, marks=pytest.mark.xfail(strict=True, reason="issue 38"))
+@pytest.mark.parametrize("code", [pytest.param(c, id=k, marks=pytest.mark.xfail(strict=True, reason="not seen in the code: caught at run time instead"))
                                   for k, c in STATIC_HOLES.items()])
 def test_a_write_into_torch_in_any_form_is_flagged(code):
     assert [f.kind for f in _checked("a2_transformer", masks=_append(code)).findings] == ["monkeypatch"]
@@ -525,23 +526,30 @@ def test_honest_answers_written_another_way_raise_no_flag():
 
 TIME_LIMIT = 60  # seconds per submission in the mixed folder (a3 runs in 5-15 in its sandbox, hal 10-50 on a busy machine)
 EXPECTED_CSV = """\
-student,assignment,a1_bahdanau:test_additive_attention,a1_bahdanau:test_decoder_step,a1_bahdanau:test_loss,a1_bahdanau:test_translation,a2_transformer:test_attention,a2_transformer:test_masks,a2_transformer:test_positional_encoding,a2_transformer:test_multi_head_attention,a2_transformer:test_encoder_layer,a2_transformer:test_decoder_layer,a2_transformer:test_transformer,a2_transformer:test_loss,a2_transformer:test_translation,a3_bpe:test_count_pairs,a3_bpe:test_merge_pair,a3_bpe:test_train_bpe_slides,a3_bpe:test_train_bpe_tokenizers,a3_bpe:test_encode_slides,a3_bpe:test_encode_reference,total,max,flags,error
-alice,a3_bpe,,,,,,,,,,,,,,1,1,2,2,1,2,9,9,,
-bob,a3_bpe,,,,,,,,,,,,,,1,1,0,0,1,2,5,9,,
-carol,a3_bpe,,,,,,,,,,,,,,0,0,0,0,0,0,0,9,reference import,
-dave,,,,,,,,,,,,,,,,,,,,,,,,submission dave.ipynb is not a readable Jupyter notebook: NotJSONError: Notebook does not appear to be JSON: ''
-erin,,,,,,,,,,,,,,,,,,,,,,,,submission erin.py is not a Jupyter notebook (expected a .ipynb file)
-frank,a3_bpe,,,,,,,,,,,,,,1,0,0,0,0,0,1,9,timed out,
-gina,a1_bahdanau,0,0,0,0,,,,,,,,,,,,,,,,0,12,no checkpoint: reference weights used,
-hal,a2_transformer,,,,,2,2,2,3,2,3,0,0,0,,,,,,,14,22,,
+student,assignment,a1_bahdanau:test_additive_attention,a1_bahdanau:test_decoder_step,a1_bahdanau:test_loss,a1_bahdanau:test_translation,a2_transformer:test_attention,a2_transformer:test_masks,a2_transformer:test_positional_encoding,a2_transformer:test_multi_head_attention,a2_transformer:test_encoder_layer,a2_transformer:test_decoder_layer,a2_transformer:test_transformer,a2_transformer:test_loss,a2_transformer:test_translation,a3_bpe:test_count_pairs,a3_bpe:test_merge_pair,a3_bpe:test_train_bpe_slides,a3_bpe:test_train_bpe_tokenizers,a3_bpe:test_encode_slides,a3_bpe:test_encode_reference,a4_bert:test_mask_tokens_rule,a4_bert:test_mask_tokens_bulk,a4_bert:test_embeddings,a4_bert:test_pretraining_loss,a4_bert:test_classifier,a4_bert:test_accuracy,a5_gpt:test_attention,a5_gpt:test_block,a5_gpt:test_model,a5_gpt:test_loss,a5_gpt:test_sampling,a5_gpt:test_cache,a5_gpt:test_perplexity,a6_vit:test_patchify,a6_vit:test_unpatchify,a6_vit:test_embed,a6_vit:test_forward,a6_vit:test_rollout,a6_vit:test_accuracy,total,max,flags,error
+alice,a3_bpe,,,,,,,,,,,,,,1,1,2,2,1,2,,,,,,,,,,,,,,,,,,,,9,9,,
+bob,a3_bpe,,,,,,,,,,,,,,1,1,0,0,1,2,,,,,,,,,,,,,,,,,,,,5,9,,
+carol,a3_bpe,,,,,,,,,,,,,,0,0,0,0,0,0,,,,,,,,,,,,,,,,,,,,0,9,reference import,
+dave,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,submission dave.ipynb is not a readable Jupyter notebook: NotJSONError: Notebook does not appear to be JSON: ''
+erin,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,submission erin.py is not a Jupyter notebook (expected a .ipynb file)
+frank,a3_bpe,,,,,,,,,,,,,,1,0,0,0,0,0,,,,,,,,,,,,,,,,,,,,1,9,timed out,
+gina,a1_bahdanau,0,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,0,12,no checkpoint: reference weights used,
+hal,a2_transformer,,,,,2,2,2,3,2,3,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,,,14,22,,
+ivy,a4_bert,,,,,,,,,,,,,,,,,,,,1,2,2,2,3,4,,,,,,,,,,,,,,14,14,,
+jay,a4_bert,,,,,,,,,,,,,,,,,,,,0,0,0,0,0,0,,,,,,,,,,,,,,0,14,no checkpoint: reference weights used,
+kim,a5_gpt,,,,,,,,,,,,,,,,,,,,,,,,,,3,2,3,1,3,3,4,,,,,,,19,19,,
+leo,a5_gpt,,,,,,,,,,,,,,,,,,,,,,,,,,0,0,0,0,0,0,0,,,,,,,0,19,no checkpoint: reference weights used,
+mia,a6_vit,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,2,1,2,3,3,4,15,15,,
+ned,a6_vit,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,0,0,0,0,0,0,0,15,no checkpoint: reference weights used,
 """
 
 
 def _class_folder(folder):
-    """Eight submissions: correct, broken (BPE ties by string), import-cheat, empty, not a
-    notebook, an infinite loop, the a1 release as handed out (no checkpoint), and an a2
+    """Fourteen submissions: correct, broken (BPE ties by string), import-cheat, empty, not a
+    notebook, an infinite loop, the a1 release as handed out (no checkpoint), an a2
     folder with a checkpoint whose model forgets the source mask in cross-attention (a
-    forgiving bug: its visible BLEU test passes with trained weights)."""
+    forgiving bug: its visible BLEU test passes with trained weights), and a correct one and
+    the release as handed out of each of a4, a5 and a6."""
     folder.mkdir()
     # alice: correct, with top-level loops, helper variables and prints beside her answers (issue 33:
     # such code was once flagged as a monkeypatch)
@@ -567,7 +575,20 @@ def _class_folder(folder):
         "y = layer(y, memory, self_mask, src_mask.unsqueeze(1))", "y = layer(y, memory, self_mask, None)")),
         folder / "hal" / "a2_transformer.ipynb")
     _own_checkpoint(SOURCE / "a2_transformer" / "transformer.pt", folder / "hal" / "transformer.pt")
+    # the second half of the course (issue 38): a correct folder (with a checkpoint of its own)
+    # and the release as handed out of each of a4-a6
+    for (correct, stub), (name, checkpoint, noise) in zip(SECOND_HALF_STUDENTS, SECOND_HALF):
+        (folder / correct).mkdir()
+        nbformat.write(_solved_release(name), folder / correct / f"{name}.ipynb")
+        _own_checkpoint(SOURCE / name / checkpoint, folder / correct / checkpoint, noise)
+        (folder / f"{stub}.ipynb").write_bytes((RELEASE / name / f"{name}.ipynb").read_bytes())
     return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+# (assignment, checkpoint, the noise that stands in for a student's own run: a5's model loses its
+# lead over the bigram with 0.02 and is still its own, not a copy, with 0.01)
+SECOND_HALF = [("a4_bert", "bert_books.pt", 0.02), ("a5_gpt", "gpt.pt", 0.01), ("a6_vit", "vit.pt", 0.02)]
+SECOND_HALF_STUDENTS = [("ivy", "jay"), ("kim", "leo"), ("mia", "ned")]  # (correct, stub)
 
 
 def _own_checkpoint(reference, path, noise=0.02):
@@ -603,7 +624,8 @@ def test_a_folder_of_mixed_submissions_gives_the_expected_csv(graded_class):
     frank = next(r for r in rows if r.student == "frank")
     assert frank.flags == ["timed out"] and not frank.error and frank.total > 0
     assert {p: p.read_bytes() for p in before} == before, "the students' files were not touched"
-    assert sorted(p.stem for p in (folder / "feedback").glob("*.ipynb")) == ["alice", "bob", "carol", "frank", "gina", "hal"]
+    assert sorted(p.stem for p in (folder / "feedback").glob("*.ipynb")) == ["alice", "bob", "carol", "frank", "gina", "hal",
+                                                                       "ivy", "jay", "kim", "leo", "mia", "ned"]
     summary = {p.stem: nbformat.read(p, as_version=4).cells[0].source for p in (folder / "feedback").glob("*.ipynb")}
     assert "uses course_utils.bpe.train_bpe, the reference answer (answer cell 'train_bpe')" in summary["carol"]
     assert f"not run: the submission's time limit ({TIME_LIMIT} s) was reached" in summary["frank"]
@@ -611,6 +633,9 @@ def test_a_folder_of_mixed_submissions_gives_the_expected_csv(graded_class):
     assert "| test_translation | 0 / 4 | with the same weights, your model and the reference one disagree" \
         in summary["hal"]
     assert "**9 / 9 points**" in summary["alice"]
+    for (correct, stub), (name, _, _) in zip(SECOND_HALF_STUDENTS, SECOND_HALF):
+        most = sum(A.points(_source(name)).values())
+        assert f"**{most:g} / {most:g} points**" in summary[correct] and f"**0 / {most:g} points**" in summary[stub]
 
 
 def test_grading_a_folder_again_gives_the_same_csv(tmp_path, capsys):
@@ -642,10 +667,23 @@ def test_grading_a_folder_again_gives_the_same_csv(tmp_path, capsys):
         A.grade_folder(folder / "erin.txt")
 
 
+NBGRADER_PAIRS = {"a3_bpe": ("alice", "bob"), **{name: pair for pair, (name, _, _) in zip(SECOND_HALF_STUDENTS, SECOND_HALF)}}
+#: autograded only with COURSE_SLOW_GRADING=1 (`make grader-check`): nbgrader restores the locked
+#: `skip_training = False` and trains the model again (a5 80 s, a4 37 s on a busy 2-core machine)
+SLOW_AUTOGRADE = {("a4_bert", "ivy"), ("a5_gpt", "kim")}
+
+
 @pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")  # nbgrader's own, with SQLAlchemy 2
-def test_nbgrader_gives_the_same_points(graded_class, tmp_path, monkeypatch):
-    """A throw-away nbgrader course: nbgrader's own generate_assignment and autograde on the
-    correct and the broken submission of the mixed folder agree with `make grade`."""
+@pytest.mark.parametrize("name, student", [
+    pytest.param(name, student, marks=pytest.mark.skipif(
+        (name, student) in SLOW_AUTOGRADE and os.environ.get("COURSE_SLOW_GRADING") != "1",
+        reason="nbgrader trains this model again: `make grader-check` runs it"))
+    for name, pair in sorted(NBGRADER_PAIRS.items()) for student in pair])
+def test_nbgrader_gives_the_same_points(name, student, graded_class, tmp_path, monkeypatch):
+    """A throw-away nbgrader course: nbgrader's own generate_assignment and autograde (the
+    hidden tests in the kernel, no sandbox) on a submission of the mixed folder (a3: the
+    correct and the broken one; a4-a6: the correct one with its checkpoint and the release as
+    handed out) agree with `make grade`."""
     import shutil
 
     from nbgrader.api import Gradebook
@@ -653,34 +691,36 @@ def test_nbgrader_gives_the_same_points(graded_class, tmp_path, monkeypatch):
     from traitlets.config import Config
     folder, _, _, rows, _ = graded_class
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # its alembic
+    for key, value in A.GRADING_ENV.items():  # the kernel's environment, as the course's grader sets it
+        monkeypatch.setenv(key, value)
     monkeypatch.chdir(tmp_path)
     config = Config()
     config.CourseDirectory.root = str(tmp_path)
     config.CourseDirectory.course_id = "attention"
     config.CourseDirectory.db_url = f"sqlite:///{tmp_path}/gradebook.db"
-    (tmp_path / "source" / "a3_bpe").mkdir(parents=True)
-    shutil.copy(SOURCE / "a3_bpe" / "a3_bpe.ipynb", tmp_path / "source" / "a3_bpe")
+    config.ExecutePreprocessor.timeout = 300
+    (tmp_path / "source" / name).mkdir(parents=True)
+    shutil.copy(SOURCE / name / f"{name}.ipynb", tmp_path / "source" / name)
     api = NbGraderAPI(config=config)
-    students = ["alice", "bob"]
     with Gradebook(config.CourseDirectory.db_url) as gradebook:
-        gradebook.update_or_create_assignment("a3_bpe")
-        for student in students:
-            gradebook.update_or_create_student(student)
-    assert api.generate_assignment("a3_bpe")["success"]
-    for student in students:
-        target = tmp_path / "submitted" / student / "a3_bpe"
+        gradebook.update_or_create_assignment(name)
+        gradebook.update_or_create_student(student)
+    assert api.generate_assignment(name)["success"]
+    target = tmp_path / "submitted" / student / name
+    if (folder / student).is_dir():  # the notebook and its checkpoint
+        shutil.copytree(folder / student, target)
+    else:
         target.mkdir(parents=True)
-        shutil.copy(folder / f"{student}.ipynb", target / "a3_bpe.ipynb")
-        (target / "timestamp.txt").write_text("2026-11-23 10:00:00.000000 UTC")
-        result = api.autograde("a3_bpe", student)
-        assert result["success"], result["error"]
-    ours = {r.student: r for r in rows}
+        shutil.copy(folder / f"{student}.ipynb", target / f"{name}.ipynb")
+    (target / "timestamp.txt").write_text("2026-11-23 10:00:00.000000 UTC")
+    result = api.autograde(name, student)
+    assert result["success"], result["error"]
+    ours = next(r for r in rows if r.student == student)
     with Gradebook(config.CourseDirectory.db_url) as gradebook:
-        for student in students:
-            notebook = gradebook.find_submission("a3_bpe", student).notebooks[0]
-            theirs = {grade.name: grade.score for grade in notebook.grades}
-            assert theirs == ours[student].scores and sum(theirs.values()) == ours[student].total
-    assert ours["alice"].total == 9 and ours["bob"].total == 5
+        notebook = gradebook.find_submission(name, student).notebooks[0]
+        theirs = {grade.name: grade.score for grade in notebook.grades}
+    assert theirs == ours.scores and sum(theirs.values()) == ours.total
+    assert ours.total == {"alice": 9, "bob": 5}.get(student, ours.max_total if student == NBGRADER_PAIRS[name][0] else 0)
 
 
 @pytest.mark.parametrize("name", TRAINED)

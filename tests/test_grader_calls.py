@@ -226,18 +226,17 @@ COPY_FAKE = {**PROJECTION_FAKE, "attention": _replace(
     ("self.split_heads(self.W_q(x)), self.split_heads(self.W_k(x)), self.split_heads(self.W_v(x))",
      "[self.split_heads(F.linear(x, (1.0 * l.weight).contiguous(), l.bias.clone())) for l in (self.W_q, self.W_k, self.W_v)]"))}
 FAKES = {"norm1": NORM1_FAKE, "projections": PROJECTION_FAKE, "copied weights": COPY_FAKE}
-#: a known hole (issue 38): the count of positions the first block reads (its norm1) can be fed
-#: dummies on purpose; a counter of the key projections' work closed it but refused honest batched
-#: products (tests/test_grader_redteam.py) and was taken back. A check of what the cache holds is
-#: the fix; this test then passes and the mark must go (strict).
-KNOWN_HOLES = {"norm1"}
+#: holes the grader knows of (none now: the count of positions the first block reads, its norm1,
+#: could be fed dummies on purpose until generate_drifting checked what the cache holds)
+KNOWN_HOLES: set = set()
 
 
 @pytest.mark.parametrize("fake", [pytest.param(f, marks=pytest.mark.xfail(strict=True, reason="known hole: issue 38"))
                                   if f in KNOWN_HOLES else f for f in sorted(FAKES)])
 def test_a_generate_that_ignores_its_cache_loses_the_cache_question_however_it_hides(fake, tmp_path):
     ok, why = _judged("a5_gpt", "test_cache", _namespace("a5_gpt", **dict(FAKES[fake])), tmp_path)
-    assert not ok and "positions_read" in why, why
+    # caught by the count of positions read, or (a count fed dummies) by what the cache holds
+    assert not ok and ("positions_read" in why or "weights moving after every step" in why), why
 
 
 QKV = "q, k, v = self.split_heads(self.W_q(x)), self.split_heads(self.W_k(x)), self.split_heads(self.W_v(x))"

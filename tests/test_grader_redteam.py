@@ -251,12 +251,11 @@ def test_an_item_replaced_in_a_list_is_named_as_the_list_changed():
         assert f"work on a copy: {advice}" in str(err.value), str(err.value)
 
 
-@pytest.mark.xfail(strict=True, reason="known hole, issue 38: not fixed yet")
 def test_a_tensor_given_that_changes_class_and_values_is_a_changed_argument():
     """The call zeroes its argument, then makes it a subclass whose ``__torch_function__`` gives
     the old values to ``torch.Tensor.detach`` (what ``_same_tensor`` reads it with): no change
-    is seen (in a4's mask_tokens, unflagged: ``x.__class__ = ...`` and ``hasattr(x, "orig")``
-    are allowed). Fix: the snapshot keeps the exact type (a tensor whose class changed has
+    was seen (in a4's mask_tokens, unflagged: ``x.__class__ = ...`` and ``hasattr(x, "orig")``
+    are allowed). Fixed: the snapshot keeps the exact type (a tensor whose class changed has
     changed) and reads values with torch functions off (``torch._C.DisableTorchFunctionSubclass``)."""
     import torch
 
@@ -277,3 +276,162 @@ def test_a_tensor_given_that_changes_class_and_values_is_a_changed_argument():
     with pytest.raises(grader_sandbox.ArgumentChanged):
         grader_sandbox.run_call({"f": mask}, {"fn": "f", "args": [ids]})
     assert torch.Tensor.as_subclass(ids, torch.Tensor).sum() == 0  # (it did change them)
+
+
+# ---- torch and the course changed at run time (issue 38) ----------------------------------------
+# The red team found about 45 forms of writing into torch that the reading of the answer cells
+# does not flag (tests/test_assignments.py's STATIC_HOLES are five of them). What they change is
+# caught when it runs instead: the grader's cell before the first answer takes a first look at
+# torch and the course package (grader_sandbox.watch) and every probe compares before and after
+# its calls (grader_sandbox.changed); a question probed while they differ scores 0.
+
+T_CLONE = "lambda self, *a, **k: self"
+RUNTIME_WRITES = {  # name -> an answer cell's code (import torch, math already done), each confirmed to patch torch
+    **{f"static hole: {k}": v for k, v in T.STATIC_HOLES.items()},
+    "chained assignment": f"a = torch.Tensor.clone = {T_CLONE}",
+    "walrus": f"if (T := torch.Tensor):\n    T.clone = {T_CLONE}",
+    "comprehension target": "[setattr(m, 'assert_close', lambda *a, **k: None) for m in [torch.testing]]",
+    "with ... as": f"import contextlib\nwith contextlib.nullcontext(torch.Tensor) as T:\n    T.clone = {T_CLONE}",
+    "match capture": f"match torch.Tensor:\n    case T:\n        T.clone = {T_CLONE}",
+    "default argument": f"def _f(T=torch.Tensor):\n    T.clone = {T_CLONE}\n_f()",
+    "class attribute": f"class _H:\n    T = torch.Tensor\n_H.T.clone = {T_CLONE}",
+    "global": f"def _f():\n    global _T\n    _T = torch.Tensor\n_f()\n_T.clone = {T_CLONE}",
+    "x.__class__": f"torch.zeros(1).__class__.clone = {T_CLONE}",
+    "__mro__": f"torch.nn.Linear.__mro__[1].__call__ = lambda self, *a, **k: None",
+    "obj.__setattr__": "torch.testing.__setattr__('assert_close', lambda *a, **k: None)",
+    "type.__setattr__": f"type.__setattr__(torch.Tensor, 'clone', {T_CLONE})",
+    "a container": f"_boxes = [torch.Tensor]\n_boxes[0].clone = {T_CLONE}",
+    "functools.update_wrapper": ("import functools\n"
+                                 "functools.update_wrapper(torch.nn.functional.silu, lambda *a, **k: None, "
+                                 "assigned=('__code__',), updated=())"),
+    "a function's defaults": "torch.nn.functional.softmax.__defaults__ = (None, 3, None)",
+    "deleted": "del torch.nn.functional.gelu",
+    "the course package": "import course_utils.data as _d\n_d.Batch.to = lambda self, *a, **k: self",
+    "a torch function mode left on": ("from torch.overrides import TorchFunctionMode\n"
+                                      "class _Agree(TorchFunctionMode):\n"
+                                      "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+                                      "        return True if func is torch.equal else func(*args, **(kwargs or {}))\n"
+                                      "_Agree().__enter__()"),
+    "a dispatch mode left on": ("from torch.utils._python_dispatch import TorchDispatchMode\n"
+                                "class _M(TorchDispatchMode):\n"
+                                "    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n"
+                                "        return func(*args, **(kwargs or {}))\n_M().__enter__()"),
+    "a module-wide forward hook": ("torch.nn.modules.module.register_module_forward_hook("
+                                   "lambda module, args, out: out * 0)"),
+    "saved-tensor hooks left on": "torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t * 0).__enter__()",
+}
+HONEST_AT_RUN_TIME = {  # what answers and locked cells do: nothing to report
+    "train a small model": ("model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 2))\n"
+                            "opt = torch.optim.AdamW(model.parameters(), lr=1e-2)\n"
+                            "for _ in range(3):\n    loss = torch.nn.functional.cross_entropy(model(torch.randn(5, 4)), "
+                            "torch.tensor([0, 1, 0, 1, 1]))\n    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"
+                            "torch.save(model.state_dict(), 'm.pt')\nmodel.load_state_dict(torch.load('m.pt'))"),
+    "a subclass of torch's with its own methods": ("class Head(torch.nn.Module):\n    def forward(self, x):\n"
+                                                   "        return x.softmax(-1)\nHead()(torch.randn(2, 3))\n"
+                                                   "class T2(torch.Tensor):\n    pass\n"
+                                                   "t = torch.zeros(2).as_subclass(T2)\nt.note = 1\n"
+                                                   "x = torch.zeros(3)\nx.__class__ = T2"),
+    "settings": ("torch.manual_seed(0)\ntorch.set_num_threads(1)\ntorch.backends.cudnn.deterministic = True\n"
+                 "torch.set_printoptions(precision=3)\ntorch.use_deterministic_algorithms(True, warn_only=True)\n"
+                 "with torch.no_grad():\n    pass\nimport torch.fx\nimport torch.distributions\n"
+                 "torch.distributions.Categorical(logits=torch.zeros(3)).sample()"),
+    "hooks and modes that end": ("from torch.overrides import TorchFunctionMode\n"
+                                 "class Passing(TorchFunctionMode):\n"
+                                 "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+                                 "        return func(*args, **(kwargs or {}))\n"
+                                 "with Passing():\n    torch.zeros(1) + 1\n"
+                                 "lin = torch.nn.Linear(2, 2)\nh = lin.register_forward_hook(lambda m, a, o: o)\n"
+                                 "lin(torch.zeros(1, 2))\nh.remove()\n"
+                                 "with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):\n"
+                                 "    torch.zeros(1, requires_grad=True).exp().sum().backward()"),
+    "every optimizer and a schedule": ("w = torch.nn.Parameter(torch.randn(3, 3))\n"
+                                       "for cls in (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW, torch.optim.RMSprop, "
+                                       "torch.optim.Adagrad):\n    opt = cls([w], lr=0.01)\n"
+                                       "    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)\n"
+                                       "    (w ** 2).sum().backward()\n    opt.step()\n    sched.step()\n    opt.zero_grad()"),
+    "saved, pickled, copied": ("import copy, io\nm = torch.nn.Linear(2, 2)\nb = io.BytesIO()\ntorch.save(m, b)\n"
+                               "b.seek(0)\ntorch.load(b, weights_only=False)\ncopy.deepcopy(m)\n"
+                               "torch.save({'w': torch.nn.Parameter(torch.zeros(2))}, io.BytesIO())"),
+    "compiled, traced, vmapped": ("f = torch.compile(lambda x: x * 2)\nf(torch.zeros(3))\n"
+                                  "torch.jit.trace(torch.nn.Linear(2, 2), torch.zeros(1, 2))\n"
+                                  "import torch.func\ntorch.func.vmap(torch.sin)(torch.ones(3))\n"
+                                  "torch.func.grad(lambda x: (x * x).sum())(torch.ones(2))\n"
+                                  "import torch.fx\ntorch.fx.symbolic_trace(torch.nn.Linear(2, 2))"),
+    "torch's own layers and tools": ("mha = torch.nn.MultiheadAttention(4, 2, batch_first=True)\nx = torch.zeros(1, 3, 4)\n"
+                                     "mha(x, x, x)\ntorch.nn.TransformerEncoderLayer(4, 2, 8, batch_first=True).eval()(x)\n"
+                                     "with torch.autocast('cpu'):\n    torch.nn.Linear(4, 4)(x)\n"
+                                     "with torch.inference_mode():\n    x * 2\n"
+                                     "import torch.utils.checkpoint as ckpt\n"
+                                     "ckpt.checkpoint(torch.nn.Linear(4, 4), x.requires_grad_(), use_reentrant=False).sum().backward()\n"
+                                     "from torch.utils.data import DataLoader, TensorDataset\n"
+                                     "list(DataLoader(TensorDataset(torch.zeros(4, 2)), batch_size=2, shuffle=True))\n"
+                                     "torch.nn.utils.clip_grad_norm_(mha.parameters(), 1.0)\n"
+                                     "torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(2, 2))"),
+    "the course package used": ("from course_utils.data import Batch\nfrom course_utils import runtime\n"
+                                "b = Batch(*[torch.zeros(2, 3, dtype=torch.long)] * 5)\n"
+                                "b.to('cpu')\nruntime.setup(seed=1)"),
+}
+_RUNTIME_SCRIPT = """
+import json, sys
+sys.path.insert(0, {scripts!r})
+import grader_sandbox
+import torch, math
+found = {{}}
+# one process, the honest cases first: each case is compared with a first look taken just before it
+# (an attack's change stays for the cases after it, which are compared with a look that has it)
+for name, code in json.loads({cases!r}).items():
+    grader_sandbox.watch()
+    try:
+        exec(compile(code, name, "exec"), {{"torch": torch, "math": math, "__name__": "__main__"}})
+        found[name] = grader_sandbox.changed()
+    except BaseException as err:
+        found[name] = ["the case failed: " + repr(err)]
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="module")
+def changed_at_run_time():
+    """What ``grader_sandbox.changed()`` reports after each case of HONEST_AT_RUN_TIME and
+    RUNTIME_WRITES, in one process (a forked child per case deadlocked in torch.compile)."""
+    import json
+    import subprocess
+    import sys
+    script = _RUNTIME_SCRIPT.format(scripts=str(ROOT / "scripts"),
+                                    cases=json.dumps({**HONEST_AT_RUN_TIME, **RUNTIME_WRITES}))
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                         env={**__import__("os").environ, **A.GRADING_ENV})
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", sorted(RUNTIME_WRITES))
+def test_a_write_into_torch_in_any_form_is_seen_when_it_runs(case, changed_at_run_time):
+    found = changed_at_run_time[case]
+    assert found and not any(f.startswith("the case failed") for f in found), found
+
+
+@pytest.mark.parametrize("case", sorted(HONEST_AT_RUN_TIME))
+def test_what_honest_code_does_to_torch_is_not_reported(case, changed_at_run_time):
+    assert changed_at_run_time[case] == []
+
+
+def test_a_probe_after_a_write_into_torch_scores_nothing_and_says_what_changed(tmp_path):
+    """The probe cell refuses to judge while torch is not as the first look found it, with the
+    solutions' answers otherwise right (a5's attention, after an in-kernel patch of
+    ``torch.Tensor.clone`` that the answer check does not flag)."""
+    import subprocess
+    import sys
+    script = (f"import sys\nsys.path.insert(0, {str(ROOT / 'scripts')!r})\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+              "import grader_sandbox\ngrader_sandbox.watch()\n"
+              "import test_grader_redteam as R\nimport torch, pathlib, tempfile\n"
+              "ns = R._namespace('a5_gpt')\n"
+              "print('clean', R._probed('a5_gpt', 'test_attention', ns, pathlib.Path(tempfile.mkdtemp())))\n"
+              f"exec({T.STATIC_HOLES['tuple unpacking']!r}, {{'torch': torch}})\n"
+              "print('patched', R._probed('a5_gpt', 'test_attention', ns, pathlib.Path(tempfile.mkdtemp())))\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                         cwd=tmp_path, env={**__import__("os").environ, **A.GRADING_ENV})
+    lines = [line for line in run.stdout.splitlines() if line.startswith(("clean", "patched"))]
+    assert lines[0] == "clean (True, '')", run.stdout[-2000:] + run.stderr[-2000:]
+    assert lines[1].startswith("patched (False, 'torch or the course package was changed at run time "
+                               "(torch.Tensor.clone was added)"), lines[1]

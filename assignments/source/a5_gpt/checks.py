@@ -7,10 +7,12 @@ and ``Block`` is course_utils' multi-head attention and pre-LN layer run as
 ``course_utils.gpt.cached_block`` runs them (causal, with a cache); for the model, the
 loss, sampling and the cache it is ``course_utils.gpt`` itself. ``positions_read`` (a locked
 cell of the notebook) counts what the first block reads at each step of generation, so a
-``generate`` that ignores its cache does not pass on equal tokens alone. (A count of work can be
-faked on purpose, by feeding that block dummies of the right size; a counter of the key
-projections' work, tried in its place, also refused honest batched products: a check of what
-the cache holds is the way out, not yet built.) The loss is compared with its gradients
+``generate`` that ignores its cache does not pass on equal tokens alone. A count of work can be
+faked on purpose, by feeding that block dummies of the right size (a counter of the key
+projections' work, tried in its place, also refused honest batched products); what the cache
+holds is checked too: ``generate_drifting`` (another locked cell) moves the token embeddings
+after every step, so a generation that reads the old positions again gives other tokens than
+one that keeps their keys and values. The loss is compared with its gradients
 (``"grad": True``): a loss computed outside autograd scores nothing.
 
 test_perplexity: the student's GPT with the student's weights must give the reference GPT's
@@ -63,11 +65,28 @@ def reference():
             hook.remove()
         return counts
 
+    def generate_drifting(model, idx, max_new_tokens, how=None, **settings):  # the notebook's, with ours
+        moving = [model.tok_emb.weight] + [getattr(b.self_attn, w).weight for b in model.blocks for w in ("W_k", "W_v")]
+        kept = [w.detach().clone() for w in moving]
+        g = torch.Generator().manual_seed(0)
+        moves = [3 * w.std() * torch.randn(w.shape, generator=g).to(w.device) for w in kept]
+
+        def drift(module, inputs, output):  # returns None: the norm's output stays as it was
+            for w, move in zip(moving, moves):
+                w.data.add_(move)
+        hook = model.blocks[0].norm1.register_forward_hook(drift)
+        try:
+            return G.generate(model, idx, max_new_tokens, **settings)
+        finally:
+            hook.remove()
+            for w, old in zip(moving, kept):
+                w.data.copy_(old)
+
     return {"CausalSelfAttention": CausalSelfAttention, "Block": Block, "GPT": G.GPT,
             "GPTConfig": lambda **kwargs: G.GPTConfig(**kwargs), "lm_loss": G.lm_loss,
             "filter_logits": G.filter_logits, "next_token": G.next_token,
             "seeded_generator": seeded_generator, "step": lambda model, idx, cache=None: model.step(idx, cache),
-            "generate": G.generate, "positions_read": positions_read}
+            "generate": G.generate, "positions_read": positions_read, "generate_drifting": generate_drifting}
 
 
 # --------------------------------------------------------------------------------------
@@ -225,6 +244,17 @@ def cache_calls():
         calls += [_call("positions_read", make, prompt, 6, hidden=hidden, kwargs=greedy),
                   _call("positions_read", make, prompt, 6, hidden=hidden, kwargs={**greedy, "use_cache": False}),
                   _call("positions_read", make, prompt, config["max_len"], hidden=hidden, kwargs=greedy)]
+    # what the cache holds (a count can be faked): generation while the embeddings and the key and
+    # value projections move after every step; only reusing the old positions' cached keys and values
+    # gives the reference's tokens (reading them again changes 15 of the 33 greedy tokens here and 20
+    # of the 33 sampled ones; the tiny model above answers 4 whatever it reads)
+    make, ref = _model(deeper, 26)
+    prompt = torch.randint(0, deeper["vocab_size"], (3, 5), generator=_generator(26))
+    message = ("with the weights moving after every step, generate gave other tokens than a generation "
+               "that keeps the old positions' keys and values in its cache and reads only the newest token")
+    calls += [_call("generate_drifting", make, prompt, deeper["max_len"] - 5, hidden=True, message=message,
+                    kwargs={**settings, "generator": {"$make": {"fn": "seeded_generator", "args": [1]}}})
+              for settings in ({"temperature": 0}, {"temperature": 1.0})]
     return calls
 
 
