@@ -13,6 +13,7 @@ an installed package, and nothing may wait on the network.
 
 import importlib
 import os
+import pkgutil
 import sys
 
 # Must happen before torch loads its OpenMP runtime, which reads it once (at load time).
@@ -25,22 +26,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 __version__ = "0.1.0"
 
-_SUBMODULES = {
-    "runtime", "data", "training", "metrics", "viz", "widgets", "results",
-    "attention", "seq2seq", "decoding", "convs2s", "positional", "norms", "transformer",
-    "bert", "bpe",
-}
+#: every module of the package (read from its folder: a list kept by hand went stale)
+_SUBMODULES = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and not m.ispkg}
 __all__ = sorted(_SUBMODULES) + ["setup"]
 
 
 def __getattr__(name):
     if name in _SUBMODULES:
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as err:
-            if err.name != f"{__name__}.{name}":
-                raise  # a dependency is missing: say which
-            raise AttributeError(f"course_utils.{name} is not written yet") from None
+        return importlib.import_module(f"{__name__}.{name}")
     if name == "setup":
         return importlib.import_module(f"{__name__}.runtime").setup
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

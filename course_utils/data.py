@@ -55,6 +55,8 @@ from typing import Iterable, NamedTuple, Sequence
 
 import torch
 
+from course_utils.files import write_atomic
+
 # --------------------------------------------------------------------------------------
 # Special tokens and word-level tokenisation
 # --------------------------------------------------------------------------------------
@@ -493,12 +495,8 @@ def _cached_synthetic(num_train, num_valid, num_test, seed) -> tuple:
     except (OSError, ValueError, EOFError):
         pass  # not cached yet, or damaged: generate
     splits = _generate_synthetic(num_train, num_valid, num_test, seed)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        with gzip.open(tmp, "wt", encoding="utf-8") as f:
-            json.dump(splits, f, ensure_ascii=False)
-        os.replace(tmp, path)  # atomic: parallel notebooks never read half a file
+    try:  # atomic: parallel notebooks never read half a file
+        write_atomic(path, gzip.compress(json.dumps(splits, ensure_ascii=False).encode("utf-8")))
     except OSError:
         pass  # a read-only checkout still works, only slower
     return tuple(tuple(map(tuple, split)) for split in splits)

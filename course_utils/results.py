@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from course_utils.runtime import profile as active_profile
+from course_utils.files import write_atomic
 
 
 #: the committed results (refreshed by ``make notebooks``) and where a notebook run saves
@@ -68,14 +69,10 @@ def save_results(name: str, by_length: Sequence[dict], profile: str | None = Non
         missing = {"bucket", "count", "bleu", "exact_match"} - set(row)
         if missing:
             raise ValueError(f"each by_length row needs {sorted(missing)}; got keys {sorted(row)}")
-    path = results_dir(profile) / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
     record = {"name": name, "profile": profile or active_profile(), **_rounded(info),
               "by_length": _rounded(list(by_length))}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-    return path
+    return write_atomic(results_dir(profile) / f"{name}.json",
+                        (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 def load_results(names: Sequence[str] | None = None, profile: str | None = None) -> dict[str, dict]:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import torch
 from torch import nn
+from course_utils.files import write_atomic
 
 TeacherForcing = float | Callable[[int, int], float]
 
@@ -288,22 +287,10 @@ def save_checkpoint(path: str | Path, model: nn.Module, config, optimizer=None,
     """Write model (and optimiser) state with its config, atomically: a crash never
     leaves half a file. ``extra`` holds plain data (vocabulary lists, metrics).
     Taught in: 01_seq2seq_bottleneck."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     state = {"config": _config_dict(config), "model": model.state_dict(),
              "optimizer": optimizer.state_dict() if optimizer is not None else None,
              "extra": dict(extra or {}), "torch_version": str(torch.__version__)}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, lambda f: torch.save(state, f))
 
 
 def load_checkpoint(path: str | Path, model: nn.Module, config, optimizer=None,

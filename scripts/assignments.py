@@ -67,6 +67,8 @@ from pathlib import Path
 
 import nbformat
 
+from course_utils.files import write_atomic
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import answer_checks  # noqa: E402  (scripts/answer_checks.py, beside this file)
 import grader_sandbox  # noqa: E402
@@ -227,23 +229,11 @@ def release(source_dir: Path = SOURCE, release_dir: Path = RELEASE, force: bool 
         path = release_dir / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if status[rel] != "unchanged":
-            _write_atomic(path, content)
+            write_atomic(path, content)
     manifest.update({rel: sha256(content) for rel, content in files.items()})
-    _write_atomic(release_dir / MANIFEST,
+    write_atomic(release_dir / MANIFEST,
                   "".join(f"{digest}  {rel}\n" for rel, digest in sorted(manifest.items())).encode())
     return [f"{status[rel]:>20}  {_show(release_dir / rel)}" for rel in files]
-
-
-def _write_atomic(path: Path, content: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(content)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a release file is for everyone
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # --------------------------------------------------------------------------------------
@@ -852,7 +842,7 @@ def _write_feedback(student: str, result: Result, feedback_dir: Path) -> None:
     summary += [""] + [f"- answer check: {line}" for line in result.findings]
     feedback.cells.insert(0, nbformat.v4.new_markdown_cell("\n".join(summary)))
     feedback_dir.mkdir(parents=True, exist_ok=True)
-    _write_atomic(feedback_dir / f"{student}.ipynb", (nbformat.writes(feedback) + "\n").encode("utf-8"))
+    write_atomic(feedback_dir / f"{student}.ipynb", (nbformat.writes(feedback) + "\n").encode("utf-8"))
 
 
 def grade_folder(folder, workers: int | None = None, time_limit: float = DEFAULT_TIME_LIMIT,
@@ -883,7 +873,7 @@ def grade_folder(folder, workers: int | None = None, time_limit: float = DEFAULT
         rows = list(pool.map(lambda item: _grade_one(item[0], item[1], folder / FEEDBACK, time_limit, timeout,
                                                      sandbox, [folder], cpus), todo))
     path = folder / GRADES_CSV
-    _write_atomic(path, grades_csv(rows).encode("utf-8"))
+    write_atomic(path, grades_csv(rows).encode("utf-8"))
     return path, rows
 
 

@@ -1,0 +1,76 @@
+"""The package's layers (docs/ARCHITECTURE.md): every import of a course module runs down a
+layer, never across or up, whether at the top of a module, inside a function or through a
+string naming the module (``importlib.import_module``); the table in the document is the one list
+of layers and names every module."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "course_utils"
+DOCUMENT = ROOT / "docs" / "ARCHITECTURE.md"
+#: imports that run up a layer today, with why (each one is debt: issue 37)
+KNOWN_UPWARD = {("bert", "bert_training"): "bert's module __getattr__ re-exports 05's helpers"}
+
+
+def _layers() -> dict[str, int]:
+    layers = {}
+    for number, cell in re.findall(r"^\|\s*(\d+)\s*\|\s*([^|]+)\|", DOCUMENT.read_text(), re.M):
+        for name in re.findall(r"`(\w+)`", cell):
+            assert name not in layers, f"{name} is in two layers of {DOCUMENT.name}"
+            layers[name] = int(number)
+    return layers
+
+
+def _modules() -> list[str]:
+    return sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+
+
+def _imports(module: str, source: str | None = None) -> set[str]:
+    """The course modules ``module`` imports (its file, or ``source``), in any way a reading of
+    its code can see."""
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text() if source is None else source)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1:  # from . import x / from .x import y
+                found.update([node.module] if node.module else [a.name for a in node.names])
+            elif node.module == "course_utils":
+                found.update(a.name for a in node.names)
+            elif node.module and node.module.startswith("course_utils."):
+                found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("course_utils."))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.update(re.findall(r"^course_utils\.(\w+)$", node.value))  # a module named by a string
+    return {name for name in found if name in _modules() and name != module}
+
+
+def test_the_table_names_every_module_once():
+    assert sorted(_layers()) == _modules()
+
+
+@pytest.mark.parametrize("module", _modules())
+def test_imports_run_down_the_layers(module):
+    layers = _layers()
+    wrong = {other for other in _imports(module)
+             if layers[other] >= layers[module] and (module, other) not in KNOWN_UPWARD}
+    assert not wrong, (f"course_utils.{module} (layer {layers[module]}) imports "
+                       + ", ".join(f"{w} (layer {layers[w]})" for w in sorted(wrong))
+                       + f": move the code down, or the module up in {DOCUMENT.relative_to(ROOT)}")
+
+
+def test_the_known_exceptions_are_still_there():
+    """A debt paid off leaves KNOWN_UPWARD: the list says exactly what runs up today."""
+    assert {(m, o) for m, o in KNOWN_UPWARD if o in _imports(m)} == set(KNOWN_UPWARD)
+
+
+def test_the_check_sees_an_import_that_runs_up():
+    """The reading finds all three kinds of import (it would pass vacuously otherwise)."""
+    probe = ("\n\ndef _probe():\n    from course_utils import widgets\n    from .transformer import EncoderLayer\n"
+             "    return importlib.import_module('course_utils.gpt')\n")
+    assert _imports("attention") == set()
+    assert _imports("attention", (PACKAGE / "attention.py").read_text() + probe) == {"widgets", "transformer", "gpt"}
