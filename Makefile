@@ -18,6 +18,8 @@ PORT        ?= 8888
 # JupyterLab refuses to run as root unless told (containers, CI machines)
 LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 PYTEST_WORKERS ?= 2
+# More pytest arguments for `make test`, e.g. where the time goes: PYTEST_EXTRA=--junitxml=build/junit.xml
+PYTEST_EXTRA ?=
 
 BIN   := $(VENV)/bin
 PY    := $(BIN)/python
@@ -85,7 +87,7 @@ test: $(STAMP)
 	@$(FRESH_TEST_RESULTS)
 	@start=$$(date +%s); env $(FOREIGN_ENV) COURSE_PROFILE=fast COURSE_NUM_THREADS=1 \
 	    COURSE_RESULTS_DIR=$(CURDIR)/$(TEST_RESULTS) $(PY) -m pytest -rs \
-	    -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(NBVAL_ARGS) tests notebooks; rc=$$?; \
+	    -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(NBVAL_ARGS) $(PYTEST_EXTRA) tests notebooks; rc=$$?; \
 	echo "make test: pytest exit status $$rc after $$(( $$(date +%s) - start )) s"; \
 	if [ $$rc -eq 5 ]; then echo "WARNING: no tests were collected"; rc=0; fi; exit $$rc
 

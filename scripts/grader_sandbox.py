@@ -189,15 +189,16 @@ def _is_code(v) -> bool:
     return callable(v) or issubclass(type(v), (type, types.ModuleType, property, classmethod, staticmethod))
 
 
-def _look() -> tuple[dict, dict]:
+def _look(modules: tuple[str, ...] | None = None) -> tuple[dict, dict]:
     """What stands where now: ((id of owner, attribute) -> object, id of owner -> (its name,
     'module', 'class' or 'function', the owner)), for every loaded module of ``WATCHED``, every class
     defined there (its own dictionary) and every Python function found in either (its code
     and defaults: ``f.__code__ = ...`` changes a function without a store into a module).
-    Read with ``vars``, ``type`` and dictionary views only, which a submission cannot replace."""
+    Read with ``vars``, ``type`` and dictionary views only, which a submission cannot replace.
+    ``modules``: only these (``QUICK``)."""
     import types
     seen, owners, functions = {}, {}, []
-    for name, module in list(sys.modules.items()):
+    for name, module in list(sys.modules.items()) if modules is None else [(m, sys.modules.get(m)) for m in modules]:
         if name.split(".")[0] not in WATCHED or not issubclass(type(module), types.ModuleType):
             continue
         owners[id(module)] = (name, "module", module)  # the object kept: its id is not reused
@@ -229,8 +230,15 @@ def _state() -> dict:
     torch = sys.modules.get("torch")
     if torch is None:
         return {}
-    state = {"torch function modes": torch._C._len_torch_function_stack(),
+    device = sys.modules.get("torch.utils._device")
+    modes = torch.overrides._get_current_function_mode_stack()
+    state = {"torch function modes": sum(1 for m in modes if not (  # set_default_device("cpu") is one
+                 device is not None and type(m) is device.DeviceContext and m.device == torch.device("cpu"))),
              "torch dispatch modes": torch._C._len_torch_dispatch_stack(),
+             # a kernel of torch's own operators put in from Python (torch.compile adds its own
+             # operators and meta kernels as it first runs: not these)
+             "aten kernels registered through torch.library": sum(
+                 1 for k in getattr(torch.library, "_impls", ()) if k.startswith("aten/") and not k.endswith("/Meta")),
              "saved-tensor hooks": torch._C._autograd._top_saved_tensors_default_hooks(False) is not None}
     hooks = sys.modules.get("torch.nn.modules.module")
     for key, value in (list(vars(hooks).items()) if hooks is not None else ()):
@@ -245,11 +253,13 @@ def _settle() -> None:
     TorchDynamo wraps ``torch.manual_seed`` and more when it is first imported (an optimizer's
     first ``__init__`` imports it), ``torch.compile`` wraps ``torch.jit.trace`` and its first
     call ``nn.Module.__init__``; an optimizer class gets its profiled ``step`` at its first
-    instance, and its first step loads the profiler's monitor. Each step may fail on another
+    instance, and its first step loads the profiler's monitor; ``torch.func.vmap`` registers its
+    batching kernels of torch's operators on first use. Each step may fail on another
     torch (a private name gone): what it would have settled is then reported."""
     import io
     torch = sys.modules["torch"]
     steps = [lambda: __import__("torch._dynamo"), lambda: torch.compile(lambda x: x),
+             lambda: torch.func.vmap(torch.sin)(torch.ones(2)),  # registers vmap's kernels of torch's operators
              lambda: __import__("torch._dynamo.mutation_guard", fromlist=["_"]).install_generation_tagging_init()]
     weight = torch.nn.Parameter(torch.zeros(2, 2))
     for cls in vars(torch.optim).values():
@@ -278,28 +288,62 @@ def watch() -> None:
     if "torch" in sys.modules:
         _settle()
     seen, owners = _look()
-    _first_look = {"objects": seen, "owners": owners, "state": _state()}
+    by_owner: dict = {}
+    for owner, key in seen:
+        by_owner.setdefault(owner, []).append(key)
+    _first_look = {"objects": seen, "owners": owners, "by_owner": by_owner, "state": _state()}
 
 
-def changed() -> list[str]:
+def _private(name: str) -> bool:
+    """A module or class inside a private part of torch (``torch._dynamo``, ``torch._decomp``):
+    what ``torch.compile`` adds there as it runs (compiled functions, RNG state) or removes is
+    not compared (a replaced function or class still is)."""
+    return any(part.startswith("_") and not part.startswith("__") for part in name.split(".")[1:])
+
+
+#: The modules whose objects a probe's own checks use after a student's call returns (the
+#: in-place comparison, the gradients, the no-grad modes, modules' hooks, ``Batch``): compared
+#: again right after every call, so that a change that undoes itself when it is first used
+#: (found by the red team: ``del torch.Tensor.all`` inside a patched ``all``) is seen.
+QUICK = ("torch", "torch._tensor", "torch.autograd", "torch.autograd.grad_mode", "torch.utils._contextlib",
+         "torch.nn.modules.module", "torch.nn.parameter", "course_utils.data")
+
+
+class TorchChanged(Exception):
+    """Torch or the course package changed during a student's call (``QUICK``)."""
+
+
+def _quick_check() -> None:
+    """Raise ``TorchChanged`` if what ``QUICK`` names is not as the first look found it."""
+    found = changed(QUICK)
+    if found:
+        raise TorchChanged(found)
+
+
+def changed(modules: tuple[str, ...] | None = None) -> list[str]:
     """What has been changed in ``WATCHED`` since ``watch()``, in words (empty: nothing, or no
     first look was taken): code (a function, a class, a descriptor, a module) replaced in or
     removed from a module or a class, any attribute removed from or added to a class (it hides
     the inherited one), code added to a module, a function's code or defaults swapped, a torch
     mode or a module-wide hook left in place. What a package rebinds as it runs (a number such
     as ``RemovableHandle.next_id``, a string, a cache, a module's ``None`` filled in on first
-    use, a submodule loaded) and modules loaded after the first look are not compared."""
+    use, a submodule loaded) and modules loaded after the first look are not compared; what
+    ``torch.compile`` adds to or removes from torch's private modules neither. ``modules``:
+    compare those only (and the torch modes and hooks)."""
     if _first_look is None:
         return []
     before, owners = _first_look["objects"], _first_look["owners"]
-    now, _ = _look()
+    now, looked = _look(modules)
     found = []
-    for (owner, key), value in before.items():
+    pairs = before.items() if modules is None else (  # only what this look looked at
+        ((owner, key), before[(owner, key)]) for owner in looked if owner in owners
+        for key in _first_look["by_owner"].get(owner, ()))
+    for (owner, key), value in pairs:
         if key in SETTLED_NAMES:
             continue
         name, kind, _ = owners[owner]
         if (owner, key) not in now:
-            if kind == "class" or _is_code(value):
+            if (kind == "class" or _is_code(value)) and not _private(name):
                 found.append(f"{name}.{key} was removed")
         elif now[(owner, key)] is not value and (kind == "function" or _is_code(value) or (
                 _is_code(now[(owner, key)]) and (kind == "class" or value is not None))):  # None: a lazy cache filled
@@ -308,7 +352,7 @@ def changed() -> list[str]:
         if (owner, key) in before or owner not in owners or key in SETTLED_NAMES:
             continue
         name, kind, _ = owners[owner]
-        if kind == "class" or (_is_code(value) and not issubclass(type(value), type(sys))):
+        if (kind == "class" or (_is_code(value) and not issubclass(type(value), type(sys)))) and not _private(name):
             found.append(f"{name}.{key} was added")
     if not found:
         for what, value in _state().items():
@@ -332,6 +376,9 @@ def probe(namespace: dict, question: str, work: str = IN_SANDBOX_WORK) -> None:
     for call in calls if not found else ():
         try:
             results.append({"value": encode(run_call(namespace, call))})
+        except TorchChanged as err:  # ... or during one
+            found = err.args[0]
+            break
         except Exception as err:  # noqa: BLE001  (the student's error is the result)
             text = str(err).strip().splitlines()
             results.append({"error": f"{type(err).__name__}: {text[0][:200] if text else ''}"})
@@ -548,6 +595,7 @@ def _unchanging(fn, name: str, may_change=()):
         named = _parameter_names(fn)
         given = [(i + 1, named[i] if i < len(named) else None, a, s) for i, (a, s) in enumerate(zip(args, before[0]))]
         given += [(k, k, kwargs[k], s) for k, s in before[1].items()]
+        _quick_check()  # before the comparisons use torch (the last student code has run)
         for where, label, value, snap in given:
             if where in may_change or label in may_change:   # the call says this one may change (a cache)
                 continue
@@ -602,7 +650,9 @@ def _with_gradients(fn, args: list, kwargs: dict):
     if not value.requires_grad or value.grad_fn is None:
         return {NO_GRADIENT: "a tensor that does not require grad" if not value.requires_grad
                 else "a tensor made from numbers (no grad_fn)"}
-    grads = torch.autograd.grad(value.sum(), [wrt[n] for n in names], allow_unused=True) if names else []
+    total = value.sum()
+    _quick_check()  # the result's own attributes (a subclass's) ran the last student code
+    grads = torch.autograd.grad(total, [wrt[n] for n in names], allow_unused=True) if names else []
     if all(g is None for g in grads):
         return {NO_GRADIENT: "a tensor that depends on none of the inputs"}
     return {"value": torch.Tensor.detach(value), "gradients": dict(zip(names, grads))}

@@ -107,3 +107,25 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             "matters with a tolerance in the next cell. `make test FOREIGN_ARITHMETIC=0` tells the "
             "two apart (it passes natively if only the arithmetic is to blame). Cells: "
             + ", ".join(failed))
+
+
+@pytest.fixture(scope="session")
+def grading_alone(tmp_path_factory):
+    """A context manager: while it is held, no other pytest worker grades a folder in sandboxes
+    (a lock file shared by the workers). tests/test_grader_sandbox.py checks that no sandbox
+    process outlives its grading: a class graded at the same time by another worker (the mixed
+    folder of tests/test_assignments.py) would be seen as one."""
+    import contextlib
+    import fcntl
+
+    path = tmp_path_factory.getbasetemp().parent / "grading.lock"
+
+    @contextlib.contextmanager
+    def alone():
+        with open(path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+    return alone

@@ -319,6 +319,9 @@ RUNTIME_WRITES = {  # name -> an answer cell's code (import torch, math already 
     "a module-wide forward hook": ("torch.nn.modules.module.register_module_forward_hook("
                                    "lambda module, args, out: out * 0)"),
     "saved-tensor hooks left on": "torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t * 0).__enter__()",
+    "another device by default": "torch.set_default_device('meta')",
+    # last: it stays for every case after it (torch.equal says True from here on)
+    "a kernel of torch's own": "_lib = torch.library.Library('aten', 'IMPL')\n_lib.impl('equal', lambda a, b: True, 'CPU')",
 }
 HONEST_AT_RUN_TIME = {  # what answers and locked cells do: nothing to report
     "train a small model": ("model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 2))\n"
@@ -331,7 +334,7 @@ HONEST_AT_RUN_TIME = {  # what answers and locked cells do: nothing to report
                                                    "class T2(torch.Tensor):\n    pass\n"
                                                    "t = torch.zeros(2).as_subclass(T2)\nt.note = 1\n"
                                                    "x = torch.zeros(3)\nx.__class__ = T2"),
-    "settings": ("torch.manual_seed(0)\ntorch.set_num_threads(1)\ntorch.backends.cudnn.deterministic = True\n"
+    "settings": ("torch.manual_seed(0)\ntorch.set_num_threads(1)\ntorch.set_default_device('cpu')\ntorch.backends.cudnn.deterministic = True\n"
                  "torch.set_printoptions(precision=3)\ntorch.use_deterministic_algorithms(True, warn_only=True)\n"
                  "with torch.no_grad():\n    pass\nimport torch.fx\nimport torch.distributions\n"
                  "torch.distributions.Categorical(logits=torch.zeros(3)).sample()"),
@@ -352,7 +355,14 @@ HONEST_AT_RUN_TIME = {  # what answers and locked cells do: nothing to report
     "saved, pickled, copied": ("import copy, io\nm = torch.nn.Linear(2, 2)\nb = io.BytesIO()\ntorch.save(m, b)\n"
                                "b.seek(0)\ntorch.load(b, weights_only=False)\ncopy.deepcopy(m)\n"
                                "torch.save({'w': torch.nn.Parameter(torch.zeros(2))}, io.BytesIO())"),
-    "compiled, traced, vmapped": ("f = torch.compile(lambda x: x * 2)\nf(torch.zeros(3))\n"
+    # (the red team of the check: a real compile, through inductor and AOT autograd, adds
+    # compiled functions, RNG state and operators to torch's private modules as it first runs)
+    "compiled, traced, vmapped": ("f = torch.compile(lambda x: torch.relu(x) * 2)\n"
+                                  "f(torch.randn(3, 4, requires_grad=True)).sum().backward()\n"
+                                  "m = torch.compile(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), "
+                                  "backend='aot_eager')\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+                                  "for _ in range(2):\n    m(torch.randn(2, 4)).sum().backward()\n    opt.step()\n"
+                                  "with torch.no_grad():\n    m(torch.randn(2, 4))\ntorch.compiler.reset()\n"
                                   "torch.jit.trace(torch.nn.Linear(2, 2), torch.zeros(1, 2))\n"
                                   "import torch.func\ntorch.func.vmap(torch.sin)(torch.ones(3))\n"
                                   "torch.func.grad(lambda x: (x * x).sum())(torch.ones(2))\n"
@@ -381,8 +391,9 @@ found = {{}}
 # (an attack's change stays for the cases after it, which are compared with a look that has it)
 for name, code in json.loads({cases!r}).items():
     grader_sandbox.watch()
+    namespace = {{"torch": torch, "math": math, "__name__": "__main__"}}  # alive until the look, as a kernel's
     try:
-        exec(compile(code, name, "exec"), {{"torch": torch, "math": math, "__name__": "__main__"}})
+        exec(compile(code, name, "exec"), namespace)
         found[name] = grader_sandbox.changed()
     except BaseException as err:
         found[name] = ["the case failed: " + repr(err)]
@@ -414,6 +425,48 @@ def test_a_write_into_torch_in_any_form_is_seen_when_it_runs(case, changed_at_ru
 @pytest.mark.parametrize("case", sorted(HONEST_AT_RUN_TIME))
 def test_what_honest_code_does_to_torch_is_not_reported(case, changed_at_run_time):
     assert changed_at_run_time[case] == []
+
+
+def _in_a_process_of_its_own(script, tmp_path):
+    """The stdout lines of ``script`` run in a fresh Python with scripts/ and tests/ on its path
+    (a first look taken in the test process would stay for every later test there)."""
+    import os
+    import subprocess
+    import sys
+    head = f"import sys\nsys.path.insert(0, {str(ROOT / 'scripts')!r})\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+    run = subprocess.run([sys.executable, "-c", head + script], capture_output=True, text=True, timeout=600,
+                         cwd=tmp_path, env={**os.environ, **A.GRADING_ENV})
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    return run.stdout.splitlines()
+
+
+#: the red team of the check at run time: the answer that changes a4's ids in place, and then,
+#: just before it returns, torch.Tensor's is_floating_point and all patched so that the in-place
+#: comparison says "unchanged", each removing itself (``del``) when it is first used: by the
+#: probe's last look torch is as it was (scored 3 points before the check after every call)
+SELF_UNDOING = ("\n\ndef _once(T, keep_all):\n    def fp(self):\n        return True\n"
+                "    def agree(self, *a, **k):\n        del T.is_floating_point\n        del T.all\n"
+                "        return keep_all(self.new_ones(()).bool())\n"
+                "    T.is_floating_point = fp\n    T.all = agree\n")
+
+
+def test_a_change_to_torch_that_undoes_itself_when_used_is_seen(tmp_path):
+    lines = _in_a_process_of_its_own(
+        "import grader_sandbox, pathlib\ngrader_sandbox.watch()\nimport test_grader_redteam as R\n"
+        "from test_grader_calls import IN_PLACE_MASK, MASK_QUESTIONS\n"
+        "def edit(code):\n    code = IN_PLACE_MASK(code).replace('    return inputs.to(input_ids.device), labels.to(input_ids.device)', "
+        "'    _once(torch.Tensor, torch.Tensor.all)\\n    return inputs.to(input_ids.device), labels.to(input_ids.device)')\n"
+        "    assert '_once(' in code\n    return code + R.SELF_UNDOING\n"
+        "points, why = R._graded('a4_bert', MASK_QUESTIONS, pathlib.Path('.'), mask_tokens=edit)\n"
+        "print('points', points)\nprint('why', sorted(why.values())[0])\n", tmp_path)
+    assert "points 0.0" in lines, lines
+    assert any(line.startswith("why torch or the course package was changed at run time (torch.Tensor.is_floating_point "
+                               "was added; torch.Tensor.all was added)") for line in lines), lines
+    # and the answer check does not see it (the reason the check at run time exists)
+    import test_grader_calls as C
+    edited = C.IN_PLACE_MASK
+    code = "def _once(T, keep_all):\n    T.all = keep_all\n_once(torch.Tensor, torch.Tensor.all)"
+    assert not T._checked("a4_bert", mask_tokens=lambda c: edited(c) + "\n" + code).findings
 
 
 def test_a_probe_after_a_write_into_torch_scores_nothing_and_says_what_changed(tmp_path):

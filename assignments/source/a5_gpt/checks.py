@@ -10,9 +10,9 @@ cell of the notebook) counts what the first block reads at each step of generati
 ``generate`` that ignores its cache does not pass on equal tokens alone. A count of work can be
 faked on purpose, by feeding that block dummies of the right size (a counter of the key
 projections' work, tried in its place, also refused honest batched products); what the cache
-holds is checked too: ``generate_drifting`` (another locked cell) moves the token embeddings
-after every step, so a generation that reads the old positions again gives other tokens than
-one that keeps their keys and values. The loss is compared with its gradients
+holds is checked too: ``generate_drifting`` (another locked cell) moves the token embeddings and
+every block's key and value projections once per step, so a generation that computes the old
+positions' keys and values again gives other tokens than one that keeps them. The loss is compared with its gradients
 (``"grad": True``): a loss computed outside autograd scores nothing.
 
 test_perplexity: the student's GPT with the student's weights must give the reference GPT's
@@ -65,7 +65,7 @@ def reference():
             hook.remove()
         return counts
 
-    def generate_drifting(model, idx, max_new_tokens, how=None, **settings):  # the notebook's, with ours
+    def generate_drifting(model, idx, max_new_tokens, **settings):  # the notebook's, with our generate
         moving = [model.tok_emb.weight] + [getattr(b.self_attn, w).weight for b in model.blocks for w in ("W_k", "W_v")]
         kept = [w.detach().clone() for w in moving]
         g = torch.Generator().manual_seed(0)
