@@ -17,8 +17,8 @@ module is the model, top to bottom:
 Around it: ``course_utils.novels`` (sentences, next-sentence pairs and the two tasks built
 from the shipped novels) and ``course_utils.bert_training`` (the WordPiece tokenizer,
 batches, ``pretrain``, ``evaluate_pretraining``, ``predict`` and the shipped checkpoint).
-Their names stay importable from here too (``bert.nsp_pairs``, ``bert.pretrain``, ...), so
-``from course_utils import bert as B`` reaches the whole of 05.
+A notebook imports each from where it lives (05 and 07: ``from course_utils import bert as B,
+bert_training as BT, novels``).
 
 Leaves out: whole-word and span masking, sentence-order prediction (ALBERT), dropping NSP
 (RoBERTa), relative positions, the post-LN layout of the original (the small BERT here is
@@ -28,7 +28,6 @@ use ReLU), mixed precision.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple, Sequence
 
@@ -466,29 +465,3 @@ def classification_loss(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> 
     logits = model(batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask"))
     return nn.functional.cross_entropy(logits.flatten(0, -2), batch["labels"].flatten(),
                                        ignore_index=IGNORE_INDEX)
-
-
-# -- the names of 05 that live beside the model -----------------------------------------
-
-#: where the data and training helpers of 05 live; ``bert.<name>`` finds them there
-_ELSEWHERE = {
-    "course_utils.novels": ("split_sentences", "nsp_pairs", "chapter_documents", "CHARACTER_NAMES",
-                            "words", "name_tagging", "split_paragraphs", "book_passages"),
-    "course_utils.bert_training": ("train_wordpiece_tokenizer", "encode_classification",
-                                   "encode_tagging", "make_batches", "pretraining_batches",
-                                   "pretrain", "evaluate_pretraining", "predict",
-                                   "SHIPPED_CHECKPOINT", "save_pretrained", "load_pretrained"),
-}
-_HOME = {name: module for module, names in _ELSEWHERE.items() for name in names}
-
-
-def __getattr__(name: str):
-    """``bert.nsp_pairs`` and the like: the names above, from their own modules (imported
-    on first use: the training helpers import this module)."""
-    if name in _HOME:
-        return getattr(importlib.import_module(_HOME[name]), name)
-    raise AttributeError(f"module 'course_utils.bert' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted([*globals(), *_HOME])

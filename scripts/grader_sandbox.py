@@ -285,8 +285,8 @@ def watch() -> None:
             importlib.import_module(name)
         except ImportError:
             pass
-    if "torch" in sys.modules:
-        _settle()
+    if "torch" in sys.modules and not _first_look:
+        _settle()  # once: what it settles stays settled
     seen, owners = _look()
     by_owner: dict = {}
     for owner, key in seen:

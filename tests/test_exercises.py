@@ -1,7 +1,7 @@
 """Every exercise runs as written against the package.
 
 The exercises at the end of each notebook name package functions, their keyword arguments
-and options (`B.pretraining_batches(..., mlm_prob=0.4)`, `positional="none"`); some carry a
+and options (`BT.pretraining_batches(..., mlm_prob=0.4)`, `positional="none"`); some carry a
 short starter in a fenced ```python block. Two checks:
 
 1. every code span of an Exercises section that calls or names something the notebook
@@ -222,8 +222,8 @@ def test_the_span_check_catches_what_the_issue_found():
     checker = SpanChecker(ROOT / "notebooks" / "05_bert.ipynb")
     assert checker.check("B.BertEncoder(cfg, causal=True)")[1]          # causal belongs to forward
     assert not checker.check("B.BertEncoder(cfg)")[1]
-    assert checker.check("B.pretrain(model, tokenizer, pairs, recipe, mlm_prob=0.4)")[1]
-    assert not checker.check("B.pretraining_batches(tokenizer, pairs, 8, 64, mlm_prob=0.4)")[1]
+    assert checker.check("BT.pretrain(model, tokenizer, pairs, recipe, mlm_prob=0.4)")[1]
+    assert not checker.check("BT.pretraining_batches(tokenizer, pairs, 8, 64, mlm_prob=0.4)")[1]
     assert checker.check("minilm_frozen_layer=0")[1]                    # misspelt option
     assert not checker.check("minilm_frozen_layers=0")[1]
     assert checker.check("B.no_such_function(1)")[1]
@@ -259,7 +259,7 @@ def _context_05(path, device):
     import torch
     from sklearn.metrics import f1_score
 
-    from course_utils import bert as B, data
+    from course_utils import bert as B, bert_training as BT, data, novels
     from course_utils.training import train
     from course_utils.transformer import warmup_scheduler
     recipe = dataclasses.replace(B.pretraining_recipe("fast"), vocab_size=300, batch_size=4,
@@ -267,15 +267,15 @@ def _context_05(path, device):
     everything = data.load_english_text()
     book_names = sorted({p.book for p in everything})
     paragraphs = [p for book in book_names for p in [q for q in everything if q.book == book][:60]]
-    documents = B.chapter_documents(paragraphs)
-    tokenizer = B.train_wordpiece_tokenizer((p.text for p in paragraphs), recipe.vocab_size)
-    passages = B.book_passages(paragraphs, 2)
-    tensors = B.encode_classification(tokenizer, [t for t, _ in passages], [y for _, y in passages],
+    documents = novels.chapter_documents(paragraphs)
+    tokenizer = BT.train_wordpiece_tokenizer((p.text for p in paragraphs), recipe.vocab_size)
+    passages = novels.book_passages(paragraphs, 2)
+    tensors = BT.encode_classification(tokenizer, [t for t, _ in passages], [y for _, y in passages],
                                       recipe.task_max_len)
     namespace = dict(
-        B=B, torch=torch, np=np, copy=copy, time=time, train=train, warmup_scheduler=warmup_scheduler,
+        B=B, BT=BT, novels=novels, torch=torch, np=np, copy=copy, time=time, train=train, warmup_scheduler=warmup_scheduler,
         device=device, recipe=recipe, tokenizer=tokenizer,
-        pairs=B.nsp_pairs(documents, 16, seed=0), heldout_pairs=B.nsp_pairs(documents, 8, seed=1),
+        pairs=novels.nsp_pairs(documents, 16, seed=0), heldout_pairs=novels.nsp_pairs(documents, 8, seed=1),
         our_data={"books": (tensors, tensors)}, book_names=book_names,
         accuracy=lambda y, p: float((y == p).mean()), name_f1=lambda y, p: float(f1_score(y, p)))
     for name in ("fine_tune", "small_encoder"):
