@@ -225,7 +225,7 @@ def _import_bindings(stmt) -> dict[str, str]:
     return out
 
 
-def _imports_of(stmt) -> dict[str, str]:
+def imports_of(stmt) -> dict[str, str]:
     """name -> qualified name, for every import anywhere inside ``stmt``."""
     imported = {}
     for node in ast.walk(stmt):
@@ -244,7 +244,7 @@ class Names:
         """Follow the top-level statements of ``tree`` (a cell or one statement): imports
         bind qualified names, any other binding makes the name something else."""
         for stmt in tree.body if isinstance(tree, ast.Module) else [tree]:
-            imported = _imports_of(stmt)
+            imported = imports_of(stmt)
             aliased = {}   # `_T = torch.Tensor`: the name stands for that chain, so `_T.clone = f` patches torch
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 chain = _dotted(stmt.value) if isinstance(stmt.value, (ast.Attribute, ast.Name)) else None
@@ -650,7 +650,7 @@ def check(cells, rules: Rules, *, is_answer, is_test, grade_id, answer_names: se
         # rebinding a name that a later read-only cell reads before binding it again (an
         # import of the very object the name stood for changes nothing)
         for k, stmt in enumerate(tree.body):
-            imported = _imports_of(stmt)
+            imported = imports_of(stmt)
             for name in sorted(bound_names(stmt) - answer_names):
                 same = name in imported and name in before and resolve(before[name]) is not None
                 if same and resolve(imported[name]) is resolve(before[name]):

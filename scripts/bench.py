@@ -543,7 +543,7 @@ def render(report: dict) -> str:
     gpu = report.get("gpu")
     if gpu:
         out += [f"## On a GPU: {gpu['device']}", "", gpu["text"], ""]
-    for key in ("memory", "torch_check"):   # recorded by hand (docs/benchmarks.json), shown as they are
+    for key in ("memory", "torch_check", "make_test"):   # recorded by hand (docs/benchmarks.json), shown as they are
         part = report.get(key)
         if part:
             out += [f"## {part['title']}", "", part["text"], ""]

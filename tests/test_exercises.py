@@ -25,7 +25,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from answer_checks import _imports_of  # scripts/ is on the path (conftest)
+from answer_checks import imports_of  # scripts/ is on the path (conftest)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -74,7 +74,7 @@ def notebook_bindings(path) -> tuple[dict[str, str], set[str]]:
     tree = notebook_tree(path)
     bound = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
     bound |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
-    return _imports_of(tree), bound  # the grader's reading of import statements
+    return imports_of(tree), bound  # the grader's reading of import statements
 
 
 def _import_path(dotted: str):
