@@ -227,7 +227,6 @@ def release(source_dir: Path = SOURCE, release_dir: Path = RELEASE, force: bool 
             "move them away, or run `make assignments FORCE=1` to overwrite them")
     for rel, content in files.items():
         path = release_dir / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
         if status[rel] != "unchanged":
             write_atomic(path, content)
     manifest.update({rel: sha256(content) for rel, content in files.items()})
@@ -450,12 +449,12 @@ def to_run(nb, questions: dict, work: str, code: str, skip: dict[str, str] | Non
     cut to its visible part and followed by a probe cell that makes the grader's calls; the
     test cells in ``skip`` (grade_id -> why) are not run (they score 0 whatever happens)."""
     out = copy.deepcopy(nb)
-    cells = []
+    cells, watched = [], False
     for cell in out.cells:
         gid = grade_id(cell)
-        if is_answer_cell(cell) and not any(WATCH in c.metadata for c in cells):
+        if is_answer_cell(cell) and not watched:
             watch = nbformat.v4.new_code_cell(grader_sandbox.watch_source(code))
-            watch.metadata[WATCH] = True  # torch and the course as the answers find them
+            watch.metadata[WATCH] = watched = True  # torch and the course as the answers find them
             cells.append(watch)
         if is_test_cell(cell) and gid in (skip or {}):
             cell.source = f"# not run by the grader: {skip[gid]}"
@@ -841,7 +840,6 @@ def _write_feedback(student: str, result: Result, feedback_dir: Path) -> None:
         summary.append(f"| {gid} | {score:g} / {most:g} | {why} |")
     summary += [""] + [f"- answer check: {line}" for line in result.findings]
     feedback.cells.insert(0, nbformat.v4.new_markdown_cell("\n".join(summary)))
-    feedback_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(feedback_dir / f"{student}.ipynb", (nbformat.writes(feedback) + "\n").encode("utf-8"))
 
 

@@ -242,7 +242,7 @@ def _state() -> dict:
              "saved-tensor hooks": torch._C._autograd._top_saved_tensors_default_hooks(False) is not None}
     hooks = sys.modules.get("torch.nn.modules.module")
     for key, value in (list(vars(hooks).items()) if hooks is not None else ()):
-        if key.startswith("_global_") and type(value) in (dict, __import__("collections").OrderedDict):
+        if key.startswith("_global_") and isinstance(value, dict):
             state[f"module-wide {key.removeprefix('_global_')}"] = len(value)
     return state
 

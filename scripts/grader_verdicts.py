@@ -140,13 +140,18 @@ NO_GRADIENT_MESSAGE = ("the loss carries no gradient (computed outside autograd:
                        "training cannot learn from it")
 
 
+def _changes(results) -> list | None:
+    """What a probe's (parsed) answer says was changed in torch or the course package, or None."""
+    changes = results.get(grader_sandbox.TAMPERED) if isinstance(results, dict) else None
+    return changes if isinstance(changes, list) else None
+
+
 def tampered(results_json: str) -> bool:
     """Whether a probe's answer says torch or the course package was changed (``probe``)."""
     try:
-        results = json.loads(results_json)
+        return _changes(json.loads(results_json)) is not None
     except ValueError:
         return False
-    return isinstance(results, dict) and isinstance(results.get(grader_sandbox.TAMPERED), list)
 
 
 def judge(question, results_json: str | None, cases: list[dict] | None = None,
@@ -158,9 +163,10 @@ def judge(question, results_json: str | None, cases: list[dict] | None = None,
     cases = question.cases() if cases is None else cases
     try:
         results = json.loads(results_json)
-        if tampered(results_json):
+        changes = _changes(results)
+        if changes is not None:
             return False, ("torch or the course package was changed at run time (" + "; ".join(
-                str(x)[:150] for x in results[grader_sandbox.TAMPERED][:5]) + "): a question is judged "
+                str(x)[:150] for x in changes[:5]) + "): a question is judged "
                 "only while they are as the grader found them")
         if not isinstance(results, list) or len(results) != len(cases):
             return False, "the answers that came back do not match the questions asked"
