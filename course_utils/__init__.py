@@ -31,9 +31,17 @@ _SUBMODULES = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.star
 __all__ = sorted(_SUBMODULES) + ["setup"]
 
 
+def setup(seed: int = 0, deterministic: bool = True, verbose: bool = True, lecture: bool | None = None):
+    """The first cell of every notebook: ``runtime.setup`` (seeds, device, profile, threads;
+    prints and returns its summary), then the figure style (``viz.use_style``; large fonts for
+    a projector when ``lecture`` or ``$COURSE_LECTURE=1``). Taught in: 00_welcome."""
+    from course_utils import runtime, viz  # torch and matplotlib: only when called
+    summary = runtime.setup(seed=seed, deterministic=deterministic, verbose=verbose, lecture=lecture)
+    viz.use_style(lecture=summary.lecture)
+    return summary
+
+
 def __getattr__(name):
     if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
-    if name == "setup":
-        return importlib.import_module(f"{__name__}.runtime").setup
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

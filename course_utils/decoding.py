@@ -98,7 +98,7 @@ def length_normalized(score: float, length: int, alpha: float) -> float:
 
 @torch.no_grad()
 def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
-                alpha: float = 0.0, return_all: bool = False):
+                alpha: float = 0.0, return_all: bool = False, trace=None):
     """Beam search, batched over sentences. Taught in: 01_seq2seq_bottleneck.
 
     At every step each of the ``beam_size`` partial hypotheses is extended by every word;
@@ -107,6 +107,11 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
     with the best ``score / length**alpha`` (``alpha`` = length normalisation; 0 = none).
     With ``beam_size=1`` this is greedy decoding. Returns ``Decoded`` (and, with
     ``return_all``, every finished hypothesis per sentence as (tokens, score) lists).
+
+    ``trace``, if given, is called once per step with, for every sentence, the best
+    extensions ranked (up to 2K) as (tokens, summed log-prob, what became of it): 'kept',
+    'finished' (ended in <eos>) or 'pruned' (ranked, but the beam was full). The beam
+    explorer of 01 draws from it (``widgets.beam_trace``).
     """
     check_src_batch(src, src_lengths)
     check_device(model, src, what="decoding")
@@ -141,14 +146,21 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
         new_scores = [[float("-inf")] * K for _ in range(batch)]
         rows = [[b * K] * K for b in range(batch)]  # dead rows: own sentence
         new_words = [[PAD_ID] * K for _ in range(batch)]
-        prefix_list = None  # prefixes as lists, made only when a hypothesis finishes
+        # prefixes as lists, made only when a hypothesis finishes (or the steps are traced)
+        prefix_list = prefixes.tolist() if trace is not None else None
+        shown = [[] for _ in range(batch)]  # for trace: the ranked extensions and their fate
         for b, (b_scores, b_origins, b_words) in enumerate(zip(top_scores.tolist(), beam_origin.tolist(),
                                                                words.tolist())):
             kept = 0
             for score, origin, word in zip(b_scores, b_origins, b_words):
-                if score == float("-inf") or kept == K:
+                if score == float("-inf") or (kept == K and trace is None):
                     break
                 row = b * K + origin
+                if trace is not None:
+                    shown[b].append((prefix_list[row] + [word], score,
+                                     "pruned" if kept == K else "finished" if word == EOS_ID else "kept"))
+                    if kept == K:
+                        continue
                 if word == EOS_ID:
                     prefix_list = prefixes.tolist() if prefix_list is None else prefix_list
                     tokens = prefix_list[row] + [EOS_ID]
@@ -161,6 +173,8 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
                     continue
                 new_scores[b][kept], rows[b][kept], new_words[b][kept] = score, row, word
                 kept += 1
+        if trace is not None:
+            trace(shown)
         # stop a sentence when it is decided. Without length normalisation: once no
         # unfinished hypothesis beats the best finished one (log-probs only fall, so none
         # ever will). With it, longer outputs may still win: stop at K finished ones.

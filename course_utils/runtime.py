@@ -239,11 +239,12 @@ class Summary:
 
 def setup(seed: int = 0, deterministic: bool = True, verbose: bool = True,
           lecture: bool | None = None) -> Summary:
-    """Seed everything, pick device and profile, set safe threads and the figure style;
-    print and return a summary.
+    """Seed everything, pick device and profile, set safe threads; print and return a
+    summary.
 
-    ``lecture`` switches on large fonts for a projector (default: ``$COURSE_LECTURE=1``).
-    Taught in: 00_welcome; called by the first cell of every notebook.
+    ``lecture`` is recorded in the summary (default: ``$COURSE_LECTURE=1``); the figure style
+    that it chooses is set by ``course_utils.setup``, which notebooks call (runtime sets up
+    the environment only, not the views).
     """
     num_threads, threads_note = thread_choice()
     _set_threads(num_threads)
@@ -263,8 +264,6 @@ def setup(seed: int = 0, deterministic: bool = True, verbose: bool = True,
     torch.set_flush_denormal(True)
     if lecture is None:
         lecture = os.environ.get("COURSE_LECTURE", "0").strip().lower() in ("1", "true", "yes")
-    from course_utils.viz import use_style  # imports matplotlib: only here, not at import
-    use_style(lecture=lecture)
     summary = Summary(
         seed=seed,
         device=str(device),

@@ -461,67 +461,20 @@ class BeamTrace:
     normalized: float     # score / length**alpha
 
 
-@torch.no_grad()
 def beam_trace(model, src_ids: Sequence[int], beam_size: int = 4, alpha: float = 0.0,
                max_len: int = 60) -> BeamTrace:
-    """``decoding.beam_search`` for one sentence, recording at every step the 2K best
-    extensions and what became of them; the winner is the one ``beam_search`` returns."""
-    from course_utils.data import EOS_ID, SOS_ID
-    from course_utils.decoding import length_normalized, map_tensors
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
+    """``decoding.beam_search`` on one sentence, with its steps recorded through its ``trace``
+    hook: at every step the 2K best extensions and what became of them."""
+    from course_utils.decoding import beam_search, length_normalized
     if not src_ids:
         raise ValueError("the source sentence is empty")
     device = next(model.parameters()).device
-    src = torch.tensor([list(src_ids)], device=device)
-    was = model.training
-    model.eval()
-    K = beam_size
-    memory, state = model.encode(src, torch.tensor([len(src_ids)], device=device))
-    memory = map_tensors(lambda t: t.repeat_interleave(K, dim=0), memory)
-    state = map_tensors(lambda t: t.repeat_interleave(K, dim=0), state)
-    scores = [0.0] + [float("-inf")] * (K - 1)
-    prefixes = [[] for _ in range(K)]
-    prev = torch.full((K,), SOS_ID, dtype=torch.long, device=device)
-    finished, steps = [], []
-    for _ in range(max_len):
-        log_probs, state, _ = model.decode_step(prev, state, memory)
-        vocab = log_probs.shape[-1]
-        candidates = torch.tensor(scores, device=device)[:, None] + log_probs
-        top, index = candidates.view(-1).topk(min(2 * K, K * vocab))
-        new_scores, rows, words, shown, kept = [], [], [], [], 0
-        for score, i in zip(top.tolist(), index.tolist()):
-            if score == float("-inf"):
-                break
-            row, word = divmod(i, vocab)
-            tokens = prefixes[row] + [word]
-            if kept == K:
-                shown.append((tokens, score, "pruned"))
-            elif word == EOS_ID:
-                finished.append((length_normalized(score, len(tokens), alpha), score, tokens))
-                shown.append((tokens, score, "finished"))
-            else:
-                new_scores.append(score), rows.append(row), words.append(word)
-                shown.append((tokens, score, "kept"))
-                kept += 1
-        steps.append(BeamStep(shown))
-        dead = K - len(new_scores)
-        new_scores += [float("-inf")] * dead
-        rows += [0] * dead
-        words += [0] * dead
-        if finished and (max(new_scores) <= max(f[1] for f in finished) if alpha == 0.0 else len(finished) >= K):
-            break
-        if all(s == float("-inf") for s in new_scores):
-            break
-        prefixes = [prefixes[r] + [w] for r, w in zip(rows, words)]
-        state = map_tensors(lambda t: t[torch.tensor(rows, device=device)], state)
-        scores, prev = new_scores, torch.tensor(words, device=device)
-    model.train(was)
-    if not finished:  # never ended: the best prefix
-        k = max(range(K), key=lambda i: scores[i])
-        finished.append((length_normalized(scores[k], len(prefixes[k]), alpha), scores[k], prefixes[k]))
-    normalized, score, tokens = max(finished, key=lambda f: f[0])
-    return BeamTrace(steps, tokens, score, normalized)
+    steps: list[BeamStep] = []
+    found = beam_search(model, torch.tensor([list(src_ids)], device=device), torch.tensor([len(src_ids)]),
+                        beam_size=beam_size, max_len=max_len, alpha=alpha,
+                        trace=lambda shown: steps.append(BeamStep(shown[0])))
+    tokens, score = found.tokens[0], found.scores[0]
+    return BeamTrace(steps, tokens, score, length_normalized(score, len(tokens), alpha))
 
 
 def beam_html(trace: BeamTrace, step: int, decode: Callable[[Sequence[int]], list[str]], alpha: float) -> str:
@@ -761,9 +714,13 @@ def vit_attention_html(model, images: torch.Tensor, labels: torch.Tensor, index:
     if not -2 <= head < model.cfg.num_heads:
         raise ValueError(f"head must be in -2..{model.cfg.num_heads - 1}, got {head}")
     device = next(model.parameters()).device
+    was_training = model.training
     model.eval()
-    with torch.no_grad():
-        logits, weights = model(images[index:index + 1].to(device), return_attention=True)
+    try:
+        with torch.no_grad():
+            logits, weights = model(images[index:index + 1].to(device), return_attention=True)
+    finally:
+        model.train(was_training)  # a view leaves the model as it found it
     w = (attention_rollout(weights[:layer]) if head == -2 else
          weights[layer - 1].mean(1) if head == -1 else weights[layer - 1][:, head])[0, 0, 1:]
     side = model.cfg.image_size // model.cfg.patch_size

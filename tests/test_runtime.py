@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -170,3 +172,20 @@ def test_course_device_overrides_and_is_validated(monkeypatch):
         monkeypatch.setenv("COURSE_DEVICE", "cuda")
         with pytest.raises(ValueError, match="no CUDA GPU"):
             runtime.get_device()
+
+
+def test_course_setup_sets_the_figure_style_and_runtime_leaves_views_alone():
+    """runtime sets up the environment only; course_utils.setup (the notebooks' first cell)
+    adds the figure style, with large fonts for a projector."""
+    code = ("import sys, course_utils\nfrom course_utils import runtime\n"
+            "runtime.setup(verbose=False)\nprint('MPL', 'matplotlib' in sys.modules)\n"
+            "s = course_utils.setup(verbose=False, lecture=True)\nimport matplotlib as m\n"
+            "print('LECTURE', s.lecture, m.rcParams['font.size'])\n"
+            "course_utils.setup(verbose=False, lecture=False)\nprint('SCREEN', m.rcParams['font.size'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "COURSE_LECTURE": "0"}).stdout
+    from course_utils import viz
+    assert "MPL False" in out, out
+    assert f"LECTURE True {float(viz.STYLES[True]['font.size'])}" in out, out
+    assert f"SCREEN {float(viz.STYLES[False]['font.size'])}" in out, out
+

@@ -252,6 +252,12 @@ def test_vit_attention_explorer_follows_image_layer_and_head(device):
     assert "rollout, layers 1-2" in box.view.value
     box.layer.value, box.head.value = 1, 1
     assert "layer 1, head 1" in box.view.value and "<img" in box.view.value
+    model.train()
+    vit_attention_html(model, images, labels, 0, 1, 0)
+    assert model.training, "the view left a training model in eval mode"
+    model.eval()
+    vit_attention_html(model, images, labels, 0, 1, 0)
+    assert not model.training
     with pytest.raises(ValueError, match=r"layer must be in 1..2, got 3"):
         vit_attention_html(model, images, labels, 0, 3, -1)
     with pytest.raises(ValueError, match=r"image must be in 0..2, got 3"):
