@@ -179,8 +179,8 @@ class BertPretraining:
     dropout: float           # off: less than one pass over the pairs does not overfit
     fine_tune_steps: int     # steps of each fine-tuning run of 05 (same for every model)
     fine_tune_batch: int
-    fine_tune_lr_large: float  # for MiniLM
-    fine_tune_lr_small: float  # for the small BERTs (pre-trained or not)
+    fine_tune_lr_minilm: float      # for pre-trained MiniLM (the smaller rate)
+    fine_tune_lr_small_bert: float  # for the small BERTs and the random-weights MiniLM
     task_max_len: int        # tokens per example in the fine-tuning tasks
     book_train_per_class: int  # 'which novel': training passages per novel
     book_test_per_class: int
@@ -198,7 +198,7 @@ class BertPretraining:
 FAST = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_heads=4, d_ff=256,
                        max_len=48, num_pairs=30_000, batch_size=32, steps=800, lr=1e-3,
                        warmup=80, dropout=0.0, fine_tune_steps=60, fine_tune_batch=16,
-                       fine_tune_lr_large=1e-4, fine_tune_lr_small=5e-4, task_max_len=48,
+                       fine_tune_lr_minilm=1e-4, fine_tune_lr_small_bert=5e-4, task_max_len=48,
                        book_train_per_class=100, book_test_per_class=50, names_train=800,
                        names_test=400, probe_words=4000, minilm_frozen_layers=4)
 # Full: the same small BERT (and vocabulary) as fast and as the shipped checkpoint
@@ -214,7 +214,7 @@ FAST = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_heads=4, 
 FULL = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_heads=4, d_ff=256,
                        max_len=48, num_pairs=120_000, batch_size=128, steps=800, lr=1e-3,
                        warmup=80, dropout=0.0, fine_tune_steps=60, fine_tune_batch=32,
-                       fine_tune_lr_large=1e-4, fine_tune_lr_small=5e-4, task_max_len=48,
+                       fine_tune_lr_minilm=1e-4, fine_tune_lr_small_bert=5e-4, task_max_len=48,
                        book_train_per_class=300, book_test_per_class=100, names_train=3000,
                        names_test=3000, probe_words=20000, minilm_frozen_layers=0)
 

@@ -94,7 +94,7 @@ class GPTTraining:
         sets them, else those of 05's recipe ``bert_recipe`` (a ``bert.BertPretraining``)."""
         return (self.fine_tune_steps or bert_recipe.fine_tune_steps,
                 self.fine_tune_batch or bert_recipe.fine_tune_batch,
-                self.fine_tune_lr or bert_recipe.fine_tune_lr_small)
+                self.fine_tune_lr or bert_recipe.fine_tune_lr_small_bert)
 
 
 FAST = GPTTraining(num_merges=2000, max_len=64, d_model=64, num_heads=4, num_layers=2, d_ff=256,
