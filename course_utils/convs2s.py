@@ -2,7 +2,7 @@
 
 Taught in: 03_convs2s (1d convolutions with GLU and residual connections, learned
 position embeddings, causal decoder convolutions, attention in every decoder block
-with o_i = sum_j alpha_ij (z_j + e_j), parallel training and sequential generation).
+with o_i = sum_j alpha_ij (z_j + u_j), parallel training and sequential generation).
 Leaves out: weight normalisation and the paper's initialisation of the linear layers, gradient
 scaling of the encoder, incremental (cached) decoding, and fairseq's multi-GPU tricks.
 
@@ -33,7 +33,7 @@ class ConvS2SConfig:
     """Sizes of a ConvS2S encoder-decoder."""
     src_vocab_size: int
     tgt_vocab_size: int
-    emb_size: int = 64          # word and position embeddings, and z_j, e_j
+    emb_size: int = 64          # word and position embeddings, and z_j, u_j
     hidden_size: int = 64       # channels of the convolutions
     encoder_layers: int = 3
     decoder_layers: int = 3
@@ -87,12 +87,12 @@ def causal_conv1d(x: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
 class ConvS2S(nn.Module):
     """ConvS2S encoder-decoder. Taught in: 03_convs2s.
 
-    Encoder: e_j = word + position embedding; a linear map to ``hidden_size``; per layer
+    Encoder: u_j = word + position embedding; a linear map to ``hidden_size``; per layer
     x <- (GLU(conv(x)) + x) * sqrt(0.5) with padded positions set to zero; a linear map
     back gives z_j. Decoder: g_i = word + position embedding; per layer a causal
     convolution and GLU give h_i, then attention d_i = W h_i + g_i, alpha_ij = softmax_j
-    (d_i . z_j) over the real source positions, c_i = sum_j alpha_ij (z_j + e_j), and
-    x <- ((h_i + W' c_i) sqrt(0.5) + x) sqrt(0.5). A linear map and the output layer give
+    (d_i . z_j) over the real source positions, o_i = sum_j alpha_ij (z_j + u_j), and
+    x <- ((h_i + W' o_i) sqrt(0.5) + x) sqrt(0.5). A linear map and the output layer give
     the logits.
     """
 
@@ -111,7 +111,7 @@ class ConvS2S(nn.Module):
         self.dec_in = nn.Linear(E, H)
         self.dec_convs = nn.ModuleList(nn.Conv1d(H, 2 * H, k) for _ in range(cfg.decoder_layers))
         self.att_in = nn.ModuleList(nn.Linear(H, E) for _ in range(cfg.decoder_layers))   # h_i -> d_i
-        self.att_out = nn.ModuleList(nn.Linear(E, H) for _ in range(cfg.decoder_layers))  # c_i -> H
+        self.att_out = nn.ModuleList(nn.Linear(E, H) for _ in range(cfg.decoder_layers))  # o_i -> H
         self.dec_out = nn.Linear(H, E)
         self.out = nn.Linear(E, cfg.tgt_vocab_size)
         self.dropout = nn.Dropout(cfg.dropout)
@@ -140,19 +140,19 @@ class ConvS2S(nn.Module):
         return self.dropout(x)
 
     def run_encoder(self, src, src_lengths):
-        """z (batch, S, E), z + e (batch, S, E) and the source mask (batch, S), all zero at
+        """z (batch, S, E), z + u (batch, S, E) and the source mask (batch, S), all zero at
         padded positions."""
         check_src_batch(src, src_lengths)
         mask = padding_mask(src_lengths, src.shape[1]).to(src.device)  # (batch, S)
         keep = mask.unsqueeze(1).to(torch.get_default_dtype())           # (batch, 1, S)
-        e = self._embed(src, self.src_embedding, self.src_position)     # (batch, S, E)
-        x = self.enc_in(e).transpose(1, 2) * keep                       # (batch, H, S)
+        u = self._embed(src, self.src_embedding, self.src_position)     # (batch, S, E)
+        x = self.enc_in(u).transpose(1, 2) * keep                       # (batch, H, S)
         for conv in self.enc_convs:
             # zero the padding after every layer: nothing leaks into real positions
             x = (glu(conv(self.dropout(x))) + x) * self.scale * keep
         z = self.enc_out(x.transpose(1, 2)) * keep.transpose(1, 2)      # (batch, S, E)
-        e = e * keep.transpose(1, 2)
-        return z, z + e, mask
+        u = u * keep.transpose(1, 2)
+        return z, z + u, mask
 
     def run_decoder(self, tgt_in, memory, offset: int = 0):
         """Logits (batch, T, V) and attention weights per layer (batch, layers, T, S) for
@@ -166,7 +166,7 @@ class ConvS2S(nn.Module):
             h = glu(causal_conv1d(self.dropout(x), conv)).transpose(1, 2)  # (batch, T, H)
             d = att_in(h) + g                                             # d_i = W h_i + g_i
             alpha = masked_softmax(d @ z.transpose(1, 2), mask.unsqueeze(1))  # (batch, T, S)
-            c = alpha @ ze                                                # sum_j alpha_ij (z_j + e_j)
+            c = alpha @ ze                                                # sum_j alpha_ij (z_j + u_j)
             h = (h + att_out(c)) * self.scale
             x = (h.transpose(1, 2) + x) * self.scale
             weights.append(alpha)
@@ -176,7 +176,7 @@ class ConvS2S(nn.Module):
     # -- the decoding interface ------------------------------------------------------
 
     def encode(self, src, src_lengths):
-        """``memory`` = {keys z (batch, S, E), values z + e (batch, S, E), mask (batch, S)};
+        """``memory`` = {keys z (batch, S, E), values z + u (batch, S, E), mask (batch, S)};
         ``state`` = the empty target prefix (batch, 0)."""
         z, ze, mask = self.run_encoder(src, src_lengths)
         prefix = torch.empty(src.shape[0], 0, dtype=torch.long, device=src.device)

@@ -58,7 +58,7 @@ def test_convs2s_candidates_are_variations_of_its_recipes_and_the_appendix_lists
         recipes = [replace(base, **changes) for _, changes, _ in candidates]  # unknown field: TypeError
         assert recipes.count(base) == 1
         assert len(set(recipes)) == len(recipes), "two candidates are the same recipe"
-    _check_rows(_appendix("03_convs2s.ipynb", "## Appendix: how the recipe was chosen"), conv_tune.CANDIDATES)
+    _check_rows(_appendix("03_convs2s.ipynb", "## Appendix: how the recipe was put together"), conv_tune.CANDIDATES)
     _check_rows(_appendix("03_convs2s.ipynb", "### The full profile's recipe"), conv_tune.FULL_CANDIDATES)
     body = "\n".join(_markdown("03_convs2s.ipynb"))
     assert "the test set;" not in body and "evaluated on\nthe test set" not in body
