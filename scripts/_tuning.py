@@ -14,16 +14,18 @@ os.environ.setdefault("COURSE_NUM_THREADS", "1")
 os.environ.setdefault("COURSE_PROFILE", "fast")
 
 
-def table(results, header: str) -> str:
-    """One row per (candidate label, seed, {bucket: exact match}), exact match in %."""
+def table(results, header: str, raw: tuple = ()) -> str:
+    """One row per (candidate label, seed, {column: value}): values in %, except the
+    columns named in ``raw`` (two decimals, as they are)."""
     buckets = list(results[0][2])
     lines = [f"| {header} | seed | " + " | ".join(buckets) + " |", "|---|---|" + "---|" * len(buckets)]
     for label, seed, by_bucket in results:
-        lines.append(f"| {label} | {seed} | " + " | ".join(f"{100 * v:.1f}" for v in by_bucket.values()) + " |")
+        lines.append(f"| {label} | {seed} | " + " | ".join(f"{v:.2f}" if key in raw else f"{100 * v:.1f}"
+                                                          for key, v in by_bucket.items()) + " |")
     return "\n".join(lines)
 
 
-def main(doc: str, candidates, run, header: str, argv=None) -> int:
+def main(doc: str, candidates, run, header: str, argv=None, table_fn=None) -> int:
     """The command line: ``--workers N`` runs at once, ``--out FILE`` also writes the table.
     ``candidates``: (label, changes, seeds); ``run(label, changes, seed)`` returns
     (label, seed, {bucket: exact match on valid})."""
@@ -34,7 +36,7 @@ def main(doc: str, candidates, run, header: str, argv=None) -> int:
     jobs = [(label, changes, seed) for label, changes, seeds in candidates for seed in seeds]
     with ProcessPoolExecutor(args.workers) as pool:
         results = list(pool.map(run, *zip(*jobs)))
-    text = table(results, header) + "\n"
+    text = (table(results, header) if table_fn is None else table_fn(results)) + "\n"
     print(text)
     if args.out:
         args.out.write_text(text)

@@ -4,15 +4,19 @@ three seeds for the budget of 02's section 6 and scored on the **validation** sp
     .venv/bin/python scripts/compare_attention.py [--workers 2] [--out FILE.md]
 
 Prints (and writes) the markdown table of 02's appendix: greedy exact match in % on the
-validation split, overall and by source length. Each run uses one thread; ``--workers``
-runs that many at once (about 5 minutes with 2 on a 2-core CPU). The fast profile's
-sizes (embeddings 64, 64 GRU units per direction, batches of 64, Adam 5e-3, 500 steps).
+validation split, overall and by source length, and how the attention behaves on the
+validation sentences (teacher forced, every real target word) before and after training:
+the spread of the scores e_ij over a sentence's source words (their standard deviation,
+mean over rows), and the share of rows whose largest weight is over 0.9 (a saturated
+softmax). Each run uses one thread; ``--workers`` runs that many at once (about 5 minutes
+with 2 on a 2-core CPU). The fast profile's sizes (embeddings 64, 64 GRU units per
+direction, batches of 64, Adam 5e-3, 500 steps). The seed sets the initial weights and the
+order of the batches.
 """
 
 from __future__ import annotations
 
 import sys
-from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -21,6 +25,7 @@ import _tuning  # noqa: E402  (sets the one-thread environment before torch star
 
 SEEDS = (0, 1, 2)
 STEPS, LR, BATCH, EMB, HIDDEN = 500, 5e-3, 64, 64, 64
+EARLY = 50   # the attention statistics also after this many steps
 #: (label, Seq2SeqConfig changes, seeds)
 CANDIDATES = [
     ("dot, bi-directional", dict(attention="dot"), SEEDS),
@@ -33,8 +38,44 @@ CANDIDATES = [
 HEADER = "score function, encoder"
 
 
+def attention_stats(model, data, pairs, batch_size: int = 250) -> dict:
+    """On ``pairs``, teacher forced: the mean over real target words of the standard
+    deviation of the scores e_ij over the real source words ('score sd'), and the share of
+    those rows whose largest weight is over 0.9 ('sharp')."""
+    import torch
+
+    from course_utils.attention import masked_softmax
+    from course_utils.data import PAD_ID
+    attention, scores = model.attention, []
+    original = attention.score
+    attention.score = lambda query, prepared: scores.append(original(query, prepared)) or scores[-1]
+    sds, sharp = [], []
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    try:
+        with torch.no_grad():
+            for batch in data.with_pairs(pairs).batches(batch_size):
+                batch = batch.to(device)
+                scores.clear()
+                model(batch.src, batch.src_lengths, batch.tgt[:, :-1])
+                real_words = (batch.tgt[:, 1:] != PAD_ID).T               # (steps, batch)
+                keep = torch.arange(batch.src.shape[1], device=device)[None] < batch.src_lengths.to(device)[:, None]
+                for step_scores, real in zip(scores, real_words):        # one decoder step each
+                    e = step_scores.reshape(len(keep), -1)[real]          # (rows, src_len)
+                    k = keep[real]
+                    mean = (e * k).sum(1) / k.sum(1)
+                    sds.append((((e - mean[:, None]) ** 2 * k).sum(1) / k.sum(1)).sqrt())
+                    sharp.append(masked_softmax(e, k).amax(1) > 0.9)
+    finally:
+        del attention.score
+        model.train(was_training)
+    return {"score sd": float(torch.cat(sds).mean()), "sharp": float(torch.cat(sharp).float().mean())}
+
+
 def run(label: str, changes: dict, seed: int) -> tuple[str, int, dict]:
-    """Train one configuration from ``seed`` and score it on valid: {'all', buckets...}."""
+    """Train one configuration from ``seed`` (initial weights and batch order) and score it
+    on valid: {'all', buckets..., then the attention statistics before and after}."""
 
     import torch
 
@@ -49,15 +90,25 @@ def run(label: str, changes: dict, seed: int) -> tuple[str, int, dict]:
                         **{"hidden_size": HIDDEN, "bidirectional": True, **changes})
     torch.manual_seed(seed)
     model = Seq2Seq(cfg).to(device)
+    start = attention_stats(model, train_data, splits.valid)
+    early = []   # the statistics after the first EARLY steps
     opt = torch.optim.Adam(model.parameters(), lr=LR)
-    train(model, lambda e: train_data.batches(BATCH, shuffle=True, seed=e), seq2seq_loss, opt,
-          max_steps=STEPS, progress=False)
+    train(model, lambda e: train_data.batches(BATCH, shuffle=True, seed=seed * 10_000 + e), seq2seq_loss, opt,
+          max_steps=STEPS, progress=False, valid_every=EARLY,
+          valid_fn=lambda m: early.append(attention_stats(m, train_data, splits.valid)) or {} if not early else {})
     scores = score_translations(model.eval(), train_data, splits.valid)
+    end = attention_stats(model, train_data, splits.valid)
     return label, seed, {"all": scores["exact_match"],
-                         **{row["bucket"]: row["exact_match"] for row in scores["by_length"]}}
+                         **{row["bucket"]: row["exact_match"] for row in scores["by_length"]},
+                         "score sd, start": start["score sd"],
+                         f"score sd, step {EARLY}": early[0]["score sd"], f"sharp, step {EARLY}": early[0]["sharp"],
+                         "score sd, end": end["score sd"], "sharp, end": end["sharp"]}
 
 
-table = partial(_tuning.table, header=HEADER)   # the markdown table of the appendix
+def table(results) -> str:
+    """The appendix's table: exact match and the share of sharp rows in %, score sd as it is."""
+    return _tuning.table(results, header=HEADER, raw=("score sd, start", f"score sd, step {EARLY}", "score sd, end"))
+
 
 if __name__ == "__main__":
-    sys.exit(_tuning.main(__doc__, CANDIDATES, run, HEADER))
+    sys.exit(_tuning.main(__doc__, CANDIDATES, run, HEADER, table_fn=table))
