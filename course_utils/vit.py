@@ -243,6 +243,8 @@ class ViTTraining:
     data_sizes: tuple = (100, 300)  # training images in the data-efficiency runs (and all)
     patch_sizes: tuple = (2, 4, 8)  # the patch-size comparison (8: one patch, the whole image)
     caption_steps: int = 500    # the digit captioner of the side note (Adam, lr 3e-3)
+    pretrain_steps: int = 1200  # pre-training on the digits 0-4 (shifted copies), section 8
+    fine_tune_sizes: tuple = (50, 100)  # images of the digits 5-9 to fine-tune on, section 8
 
     def model_config(self, **overrides) -> ViTConfig:
         """The ``ViTConfig`` for these sizes (``overrides`` change single fields)."""
@@ -255,15 +257,20 @@ class ViTTraining:
 # Chosen on the validation split (one thread of a 2-core CPU, two seeds): 2 layers of width 48
 # reach the accuracy of 3 layers of width 64 (94-96 % after 400 steps at lr 2e-3) in 60 % of
 # the time; 300 steps at lr 3e-3 do as well or better (97-98 %) in 75 % of that, and keep the
-# CNN and the MLP where they were. Shifted copies (augment) need more steps.
+# CNN and the MLP where they were. Shifted copies (augment) need more steps: in 300 steps the ViT
+# has not fit them (08 section 8 trains four times as long).
 FAST = ViTTraining(d_model=48, num_heads=4, num_layers=2, d_ff=96, lr=3e-3, warmup=40, max_steps=300)
 # The full profile: 3 layers of width 64 for 400 steps (the sizes above), three seeds, four data
-# sizes and the 1x1 patch: 45 runs of 400 steps. The whole notebook took 332 s on a 2-core CPU
-# (two threads); on a GPU, where each step costs about the same whatever the model (launch-bound:
-# docs/BENCHMARKS.md), about 3 minutes (estimated: a run sharing an H200 three ways reached the
-# patch-size cell in 177 s). It adds seeds and sizes, not a better ViT (see the comment above).
+# sizes and the 1x1 patch: 45 runs of 400 steps; section 8's shifted runs of 1,600 steps, the
+# pre-training (1,600 steps) and the fine-tuning on 25-200 images add about as many steps again.
+# Without those the notebook took 332 s on a 2-core CPU (two threads); with them 957 s (one thread
+# busy, 2026-11-26). On a GPU, where each step costs about the same whatever the model
+# (launch-bound: docs/BENCHMARKS.md), the notebook without section 8's additions was estimated at
+# about 3 minutes (a run sharing an H200 three ways reached the patch-size cell in 177 s); with
+# them not measured yet. It adds seeds and sizes, not a better ViT (see the comment above).
 FULL = ViTTraining(max_steps=400, seeds=(0, 1, 2), data_sizes=(50, 100, 300, 600),
-                   patch_sizes=(1, 2, 4, 8), caption_steps=1000)
+                   patch_sizes=(1, 2, 4, 8), caption_steps=1000, pretrain_steps=1600,
+                   fine_tune_sizes=(25, 50, 100, 200))
 
 
 def training_recipe(profile: str | None = None) -> ViTTraining:
