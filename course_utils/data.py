@@ -6,7 +6,7 @@ padding, batches). Leaves out: subword tokenisation (see ``course_utils.bpe``, 0
 
 Data card: the synthetic task (``synthetic_pairs``, ``load_synthetic``)
 -------------------------------------------------------------------------
-English -> German numbers, counts and dates, written out in words, generated
+English -> German numbers, counts, dates and events, written out in words, generated
 deterministically from the installed packages num2words (number words) and babel
 (month and weekday names). Four kinds of sentence::
 
@@ -423,6 +423,23 @@ def synthetic_example(rng: random.Random, kind: str | None = None) -> tuple[str,
     en_count, de_count = _count_phrase(n, noun)
     verb = "kam" if n == 1 else "kamen"
     return (f"{en_count} arrived on {en_date}", f"am {de_dat} {verb} {de_count} an")
+
+
+_NOUN_WORDS = frozenset(w for noun in NOUNS for w in noun[:2])  # English singular and plural
+
+
+def synthetic_kind(source: str) -> str:
+    """Which of ``SYNTHETIC_KINDS`` an English source sentence of the synthetic task is
+    ('event' has *arrived*, a 'date' a weekday, a 'count' a noun, a 'number' none of these).
+    Taught in: 01_seq2seq_bottleneck (accuracy by kind and length)."""
+    words = source.split()
+    if not words:
+        raise ValueError("synthetic_kind needs a source sentence, got an empty string")
+    if "arrived" in words:
+        return "event"
+    if set(_calendar_names("en")[1].values()).intersection(words):
+        return "date"
+    return "count" if _NOUN_WORDS.intersection(words) else "number"
 
 
 def synthetic_pairs(num_pairs: int, seed: int = 0, min_len: int = 3,

@@ -35,14 +35,15 @@ class Seq2SeqConfig:
     emb_size: int = 64          # word embedding size (both sides)
     hidden_size: int = 128      # GRU state size per direction
     bidirectional: bool = False  # encoder reads both ways (02) or left to right (01)
-    context: str = "last"       # without attention: 'last' encoder state or 'mean' of all
+    context: str = "last"       # without attention: 'last' encoder state, 'mean' of all, or
+                                # 'initial': the last state as s_0 only (Sutskever et al. 2014)
     attention: str | None = None  # None, 'dot', 'multiplicative', 'additive' or 'mlp'
     attn_size: int = 64         # hidden size of the additive / MLP score
     dropout: float = 0.1
 
     def __post_init__(self):
-        if self.context not in ("last", "mean"):
-            raise ValueError(f"context must be 'last' or 'mean', got {self.context!r}")
+        if self.context not in ("last", "mean", "initial"):
+            raise ValueError(f"context must be 'last', 'mean' or 'initial', got {self.context!r}")
         if self.attention not in (None, "dot", "multiplicative", "additive", "mlp"):
             raise ValueError("attention must be None, 'dot', 'multiplicative', 'additive' or "
                              f"'mlp', got {self.attention!r}")
@@ -80,7 +81,8 @@ class Seq2Seq(nn.Module):
 
     Without attention the decoder sees one vector c for the whole source: the encoder's
     last state (or the mean of its states) starts the decoder and is fed at every step,
-    c = z_n. With attention it computes c_i = sum_j alpha_ij z_j at every step i from its
+    c = z_n (Cho et al. 2014); with ``context='initial'`` it only starts the decoder
+    (Sutskever et al. 2014). With attention it computes c_i = sum_j alpha_ij z_j at every step i from its
     previous state s_{i-1}. Taught in: 01_seq2seq_bottleneck, 02_bahdanau_attention.
     """
 
@@ -125,7 +127,7 @@ class Seq2Seq(nn.Module):
 
     def _step(self, emb, state, memory):
         if self.attention is None:
-            context, weights = memory["context"], None
+            context, weights = self._fixed_context(memory), None
         else:
             # 1. score s_{i-1} against every z_j, 2. softmax over real positions, 3. c_i
             context, weights = self.attention(state, memory["outputs"], mask=memory["mask"],
@@ -163,10 +165,18 @@ class Seq2Seq(nn.Module):
         attn = torch.stack(weights, 1) if self.attention is not None else None
         return torch.stack(logits, 1), attn
 
+    def _fixed_context(self, memory):
+        """The context every step reads without attention: the summary, or zeros with
+        ``context='initial'`` (the source reaches the decoder through s_0 only; the weights
+        that would read c get no gradient)."""
+        if self.cfg.context == "initial":
+            return torch.zeros_like(memory["context"])
+        return memory["context"]
+
     def _forward_fixed_context(self, tgt_in, state, memory):
         """All steps at once (the context does not change): the same result, much faster."""
         emb = self.dropout(self.embedding(tgt_in))  # (batch, tgt_len, emb)
-        context = memory["context"].unsqueeze(1).expand(-1, tgt_in.shape[1], -1)
+        context = self._fixed_context(memory).unsqueeze(1).expand(-1, tgt_in.shape[1], -1)
         outputs, _ = self.rnn(torch.cat([emb, context], -1), state.unsqueeze(0))
         return self.out(self.dropout(torch.cat([outputs, context, emb], -1)))
 

@@ -293,3 +293,17 @@ def test_number_counterparts_occur_together_in_the_synthetic_pairs(small_synthet
     pairs = [(set(s.split()), set(t.split())) for s, t in small_synthetic.train]
     for german, english in NUMBER_COUNTERPARTS.items():
         assert any(german in t and english in s for s, t in pairs), (german, english)
+
+
+def test_synthetic_kind_names_the_kind_each_sentence_was_drawn_as():
+    import random
+    from course_utils.data import SYNTHETIC_KINDS, synthetic_example, synthetic_kind
+    rng = random.Random(3)
+    for kind in SYNTHETIC_KINDS:
+        for _ in range(200):
+            source, _ = synthetic_example(rng, kind)
+            assert synthetic_kind(source) == kind, (kind, source)
+    assert synthetic_kind("one apple") == "count" and synthetic_kind("one hundred") == "number"
+    with pytest.raises(ValueError, match="got an empty string"):
+        synthetic_kind("  ")
+

@@ -63,6 +63,25 @@ def test_mean_context_is_the_mean_of_real_states(padded_batch):
         torch.testing.assert_close(memory["context"][row], outputs[row, :n].mean(0))
 
 
+def test_initial_context_reaches_the_decoder_through_its_first_state_only(padded_batch):
+    """Sutskever et al.'s decoder: the source sets s_0 and nothing else; the step-by-step
+    path and the all-at-once path agree."""
+    data, b = padded_batch
+    model = _model(data, context="initial")
+    memory, state = model.encode(b.src, b.src_lengths)
+    torch.testing.assert_close(state, torch.tanh(model.init_state(memory["context"])))   # s_0 from the last state
+    logits, _ = model(b.src, b.src_lengths, b.tgt[:, :-1])
+    stepwise, _ = model(b.src, b.src_lengths, b.tgt[:, :-1], teacher_forcing=1 - 1e-9)
+    torch.testing.assert_close(stepwise, logits)
+    # the same first state with another source: the same outputs (the source is read only via s_0)
+    other = {**memory, "context": memory["context"].flip(0)}
+    log_probs, _, _ = model.decode_step(b.tgt[:, 0], state, other)
+    torch.testing.assert_close(log_probs, torch.log_softmax(logits[:, 0], -1))
+    last = _model(data)
+    last.load_state_dict(model.state_dict())
+    assert not torch.allclose(last(b.src, b.src_lengths, b.tgt[:, :-1])[0], logits)   # 'last' also reads c
+
+
 def test_teacher_forcing_ratio_changes_the_inputs(padded_batch):
     data, b = padded_batch
     model = _model(data)
@@ -86,7 +105,7 @@ def test_loss_ignores_padding_and_starts_near_log_vocab(padded_batch):
 
 
 def test_bad_configs():
-    with pytest.raises(ValueError, match="context must be 'last' or 'mean', got 'first'"):
+    with pytest.raises(ValueError, match="context must be 'last', 'mean' or 'initial', got 'first'"):
         Seq2SeqConfig(10, 10, context="first")
     with pytest.raises(ValueError, match="got 'luong'"):
         Seq2SeqConfig(10, 10, attention="luong")
