@@ -255,10 +255,15 @@ class MultiHeadAttention(nn.Module):
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
-    def _split(self, x):
+    def split_heads(self, x):
+        """(batch, n, d_model) -> (batch, heads, n, d_head): each head's slice of the features."""
         batch, n, _ = x.shape
-        # (batch, n, d_model) -> (batch, heads, n, d_head)
         return x.view(batch, n, self.num_heads, self.d_head).transpose(1, 2)
+
+    def merge_heads(self, x):
+        """(batch, heads, n, d_head) -> (batch, n, d_model): the heads side by side again."""
+        batch, _, n, _ = x.shape
+        return x.transpose(1, 2).reshape(batch, n, self.d_model)
 
     def forward(self, query, key, value, mask=None, need_weights: bool = True):
         if query.dim() != 3 or query.shape[-1] != self.d_model:
@@ -270,7 +275,7 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(f"mask must be (n_q, n_k), (batch, n_q, n_k) or "
                                  f"(batch, heads, n_q, n_k), got shape {tuple(mask.shape)}")
         # 1. project and split into heads: (batch, heads, n, d_head)
-        q, k, v = self._split(self.W_q(query)), self._split(self.W_k(key)), self._split(self.W_v(value))
+        q, k, v = self.split_heads(self.W_q(query)), self.split_heads(self.W_k(key)), self.split_heads(self.W_v(value))
         # 2. attend in every head at once (weights only if asked for: the fused kernel is faster)
         if need_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
@@ -278,7 +283,7 @@ class MultiHeadAttention(nn.Module):
             dropout_p = self.dropout.p if self.training else 0.0
             out, weights = fused_attention(q, k, v, mask, dropout_p), None
         # 3. concatenate the heads: (batch, heads, n_q, d_head) -> (batch, n_q, d_model)
-        out = out.transpose(1, 2).reshape(query.shape[0], query.shape[1], self.d_model)
+        out = self.merge_heads(out)
         # 4. mix the heads with W^O
         return self.W_o(out), weights
 

@@ -219,7 +219,7 @@ def cached_block(block: EncoderLayer, x: torch.Tensor, past: tuple | None):
     values) of all t + n positions). Taught in: 07_gpt."""
     attn = block.self_attn
     h = block.norm1(x)
-    q, k, v = attn._split(attn.W_q(h)), attn._split(attn.W_k(h)), attn._split(attn.W_v(h))
+    q, k, v = attn.split_heads(attn.W_q(h)), attn.split_heads(attn.W_k(h)), attn.split_heads(attn.W_v(h))
     if past is not None:
         k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
     n, total = x.shape[1], k.shape[2]
@@ -227,7 +227,7 @@ def cached_block(block: EncoderLayer, x: torch.Tensor, past: tuple | None):
         out = fused_attention(q, k, v)
     else:           # new query i sits at position total - n + i and may read keys 0 .. total - n + i
         out, _ = scaled_dot_product_attention(q, k, v, causal_mask(total).to(x.device)[total - n:])
-    out = out.transpose(1, 2).reshape(x.shape[0], n, attn.d_model)
+    out = attn.merge_heads(out)
     x = x + block.dropout(attn.W_o(out))
     x = x + block.dropout(block.ff(block.norm2(x)))
     return x, (k, v)

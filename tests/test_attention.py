@@ -128,3 +128,13 @@ def test_masks_and_their_errors():
         DotAttention()(*_inputs())
     with pytest.raises(ValueError, match="attention kind must be one of"):
         make_attention("cosine", 3, 3)
+
+
+def test_split_heads_gives_each_head_its_slice_and_merge_heads_undoes_it():
+    from course_utils.attention import MultiHeadAttention
+    mha = MultiHeadAttention(d_model=12, num_heads=3)
+    x = torch.randn(2, 5, 12)
+    heads = mha.split_heads(x)
+    assert heads.shape == (2, 3, 5, 4)
+    torch.testing.assert_close(heads[:, 1], x[..., 4:8])     # head 1: features 4-7
+    torch.testing.assert_close(mha.merge_heads(heads), x)
