@@ -39,7 +39,7 @@ def reference():
 
     class CausalSelfAttention(MultiHeadAttention):
         def forward(self, x, past=None):
-            q, k, v = self._split(self.W_q(x)), self._split(self.W_k(x)), self._split(self.W_v(x))
+            q, k, v = self.split_heads(self.W_q(x)), self.split_heads(self.W_k(x)), self.split_heads(self.W_v(x))
             if past is not None:
                 k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
             n, total = x.shape[1], k.shape[2]
