@@ -44,7 +44,7 @@ def attention_stats(model, data, pairs, batch_size: int = 250) -> dict:
     those rows whose largest weight is over 0.9 ('sharp')."""
     import torch
 
-    from course_utils.attention import masked_softmax
+    from course_utils.attention import masked_softmax, padding_mask
     from course_utils.data import PAD_ID
     attention, scores = model.attention, []
     original = attention.score
@@ -60,7 +60,7 @@ def attention_stats(model, data, pairs, batch_size: int = 250) -> dict:
                 scores.clear()
                 model(batch.src, batch.src_lengths, batch.tgt[:, :-1])
                 real_words = (batch.tgt[:, 1:] != PAD_ID).T               # (steps, batch)
-                keep = torch.arange(batch.src.shape[1], device=device)[None] < batch.src_lengths.to(device)[:, None]
+                keep = padding_mask(batch.src_lengths, batch.src.shape[1]).to(device)   # (batch, src_len)
                 for step_scores, real in zip(scores, real_words):        # one decoder step each
                     e = step_scores.reshape(len(keep), -1)[real]          # (rows, src_len)
                     k = keep[real]
@@ -92,10 +92,15 @@ def run(label: str, changes: dict, seed: int) -> tuple[str, int, dict]:
     model = Seq2Seq(cfg).to(device)
     start = attention_stats(model, train_data, splits.valid)
     early = []   # the statistics after the first EARLY steps
+
+    def after_early_steps(m):   # train's valid_fn, called every EARLY steps: measure the first time only
+        if not early:
+            early.append(attention_stats(m, train_data, splits.valid))
+        return {}
+
     opt = torch.optim.Adam(model.parameters(), lr=LR)
     train(model, lambda e: train_data.batches(BATCH, shuffle=True, seed=seed * 10_000 + e), seq2seq_loss, opt,
-          max_steps=STEPS, progress=False, valid_every=EARLY,
-          valid_fn=lambda m: early.append(attention_stats(m, train_data, splits.valid)) or {} if not early else {})
+          max_steps=STEPS, progress=False, valid_every=EARLY, valid_fn=after_early_steps)
     scores = score_translations(model.eval(), train_data, splits.valid)
     end = attention_stats(model, train_data, splits.valid)
     return label, seed, {"all": scores["exact_match"],
