@@ -216,11 +216,17 @@ def random_shift(images: torch.Tensor, max_shift: int = 1, generator: torch.Gene
     """Each image moved by up to ``max_shift`` pixels in each direction (filled with 0):
     the data augmentation of 08. (batch, c, H, W) -> the same shape."""
     _check_images(images)
-    b, _, h, w = images.shape
+    b, c, h, w = images.shape
     padded = nn.functional.pad(images, (max_shift,) * 4)
-    dy = torch.randint(0, 2 * max_shift + 1, (b,), generator=generator).tolist()
-    dx = torch.randint(0, 2 * max_shift + 1, (b,), generator=generator).tolist()
-    return torch.stack([padded[i, :, y:y + h, x:x + w] for i, (y, x) in enumerate(zip(dy, dx))])
+    dy = torch.randint(0, 2 * max_shift + 1, (b,), generator=generator)
+    dx = torch.randint(0, 2 * max_shift + 1, (b,), generator=generator)
+    # one gather for the whole batch (a slice per image was one small operation each: on a
+    # GPU, where each costs a kernel launch, it doubled the time of a training step)
+    rows = (dy[:, None] + torch.arange(h)).to(images.device)[:, None, :, None]   # (b, 1, h, 1)
+    cols = (dx[:, None] + torch.arange(w)).to(images.device)[:, None, None, :]   # (b, 1, 1, w)
+    batch = torch.arange(b, device=images.device)[:, None, None, None]
+    channel = torch.arange(c, device=images.device)[None, :, None, None]
+    return padded[batch, channel, rows, cols]
 
 
 @dataclass
@@ -260,17 +266,19 @@ class ViTTraining:
 # CNN and the MLP where they were. Shifted copies (augment) need more steps: in 300 steps the ViT
 # has not fit them (08 section 8 trains four times as long).
 FAST = ViTTraining(d_model=48, num_heads=4, num_layers=2, d_ff=96, lr=3e-3, warmup=40, max_steps=300)
-# The full profile: 3 layers of width 64 for 400 steps (the sizes above), three seeds, four data
-# sizes and the 1x1 patch: 45 runs of 400 steps; section 8's shifted runs of 1,600 steps, the
-# pre-training (1,600 steps) and the fine-tuning on 25-200 images add about as many steps again.
-# Without those the notebook took 332 s on a 2-core CPU (two threads); with them 957 s (one thread
-# busy, 2026-11-26). On a GPU, where each step costs about the same whatever the model
-# (launch-bound: docs/BENCHMARKS.md), the notebook without section 8's additions was estimated at
-# about 3 minutes (a run sharing an H200 three ways reached the patch-size cell in 177 s); with
-# them not measured yet. It adds seeds and sizes, not a better ViT (see the comment above).
-FULL = ViTTraining(max_steps=400, seeds=(0, 1, 2), data_sizes=(50, 100, 300, 600),
-                   patch_sizes=(1, 2, 4, 8), caption_steps=1000, pretrain_steps=1600,
-                   fine_tune_sizes=(25, 50, 100, 200))
+# The full profile: 3 layers of width 64 for 400 steps (the sizes above), three seeds, the 1x1
+# patch, two data sizes (50 and 300 images), section 8's shifted runs of 1,600 steps, the
+# pre-training (1,200 steps) and the fine-tuning on 25 and 100 images. On one H200 alone
+# (2026-11-26, a plain step about 6 ms: launch-bound, docs/BENCHMARKS.md) the notebook with four
+# data sizes, 1,600 pre-training steps and four fine-tuning sizes reached the end of section 8's
+# shifted runs in 188 s and would have taken about 5 minutes; those cuts (a third of the steps)
+# and a random shift done in one gather (it was a slice per image, which doubled the cost of a
+# step on shifted images) bring the estimate to about 3.5 minutes, still over the 3 a notebook may
+# take there. On a 2-core CPU the notebook took 957 s before the cuts and 687 s after. It adds
+# seeds and sizes, not a better ViT (see the comment above).
+FULL = ViTTraining(max_steps=400, seeds=(0, 1, 2), data_sizes=(50, 300),
+                   patch_sizes=(1, 2, 4, 8), caption_steps=1000, pretrain_steps=1200,
+                   fine_tune_sizes=(25, 100))
 
 
 def training_recipe(profile: str | None = None) -> ViTTraining:

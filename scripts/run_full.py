@@ -62,22 +62,24 @@ def write_summary(out: Path, rows: list[dict]) -> str:
 
 #: wall time of each notebook's full profile, in minutes, as measured: on a 2-core CPU
 #: (`COURSE_DEVICE=cpu make full`: an AMD EPYC on 2026-11-25, an Intel Xeon on 2026-11-26, some
-#: runs beside other jobs, so upper bounds) and on one H200 (several notebooks sharing it, so
-#: these overstate a notebook run alone). docs/BENCHMARKS.md has the tables.
+#: runs beside other jobs, so upper bounds) and on one H200 (all nine notebooks at once,
+#: 2026-11-26, so these overstate a notebook run alone, by about 1.6x). docs/BENCHMARKS.md has
+#: the tables.
 MEASURED_MINUTES = {
-    "cpu": {"00_welcome": 1, "01_seq2seq_bottleneck": 17, "02_bahdanau_attention": 15,
+    "cpu": {"00_welcome": 1, "01_seq2seq_bottleneck": 13, "02_bahdanau_attention": 15,
             "03_convs2s": 6, "04_transformer": 15, "05_bert": 19, "06_bpe": 16, "07_gpt": 14,
-            "08_vision_transformer": 6},
-    # H200, 2026-11-26: five or six notebooks at once (01 228 s, 02 234 s, 05 179 s, 06 211 s,
-    # 07 152 s, 08 204 s); 03 157 s on 2026-11-25
-    "cuda": {"01_seq2seq_bottleneck": 4, "02_bahdanau_attention": 4, "03_convs2s": 3, "05_bert": 3,
-             "06_bpe": 4, "07_gpt": 3, "08_vision_transformer": 3},
+            "08_vision_transformer": 12},
+    # H200, 2026-11-26: all nine at once (00 28 s, 01 313 s, 02 272 s, 03 171 s, 04 316 s,
+    # 05 212 s, 06 251 s, 07 202 s, 08 494 s with the recipe before that day's cuts)
+    "cuda": {"00_welcome": 1, "01_seq2seq_bottleneck": 5, "02_bahdanau_attention": 5, "03_convs2s": 3,
+             "04_transformer": 5, "05_bert": 4, "06_bpe": 4, "07_gpt": 3, "08_vision_transformer": 4},
 }
 #: what a figure above leaves out, per kind of machine
 CAVEATS = {"cpu": {},
-           "cuda": {"04_transformer": "run on a GPU only to cell 39 so far (66 s beside four other "
-                                      "notebooks); from its steps, about 3 min",
-                    "00_welcome": "checks the JupyterLab install, which a GPU node running make full may lack"}}
+           "cuda": {"08_vision_transformer": "estimated: alone it reached the end of section 8's shifted "
+                                             "runs in 188 s with the recipe before the cuts of 2026-11-26, "
+                                             "which save a third of its steps and half the cost of a step on shifted "
+                                             "images: about 3.5 min alone"}}
 
 
 def expected_time(notebooks: list[Path], device: str) -> str:

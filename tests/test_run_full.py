@@ -40,7 +40,8 @@ def test_the_expected_times_name_every_notebook_and_what_is_measured():
     assert all(minutes <= 20 for minutes in run_full.MEASURED_MINUTES["cpu"].values())
     cpu, gpu = run_full.expected_time(names, "cpu"), run_full.expected_time(names, "cuda:0")
     assert "not measured" not in cpu and "03_convs2s: about 6 min" in cpu and "within 20 minutes" in cpu
-    assert "07_gpt: about 3 min" in gpu and "04_transformer: not measured on this kind of machine (run on a GPU only" in gpu
+    assert "07_gpt: about 3 min" in gpu and "not measured" not in gpu
+    assert "08_vision_transformer: about 4 min (estimated: alone it reached" in gpu
     assert "within 20 minutes" not in gpu
 
 

@@ -124,6 +124,19 @@ def test_random_shift_moves_by_at_most_one_pixel_and_keeps_the_shape():
     assert set(rows.tolist()) == {2, 3, 4} and set(cols.tolist()) == {3, 4, 5}
 
 
+def test_random_shift_is_each_image_cut_from_its_padded_copy_with_the_same_draws():
+    # the batched gather against the plain per-image slice, bit for bit: two channels, shifts
+    # up to two pixels, and the generator's draws (dy for every image, then dx) unchanged
+    images = torch.rand(30, 2, 6, 7, generator=torch.Generator().manual_seed(1))
+    shifted = vit.random_shift(images, 2, generator=torch.Generator().manual_seed(5))
+    g = torch.Generator().manual_seed(5)
+    dy, dx = torch.randint(0, 5, (30,), generator=g), torch.randint(0, 5, (30,), generator=g)
+    padded = torch.nn.functional.pad(images, (2, 2, 2, 2))
+    for i in range(30):
+        assert torch.equal(shifted[i], padded[i, :, dy[i]:dy[i] + 6, dx[i]:dx[i] + 7])
+    assert len({(int(a), int(b)) for a, b in zip(dy, dx)}) > 10   # the draws vary
+
+
 def test_digits_splits_are_fixed_stratified_and_disjoint():
     splits = data.load_digit_images()
     assert [len(s.labels) for s in splits] == [1257, 180, 360]
