@@ -207,6 +207,55 @@ class ConvS2S(nn.Module):
         return self.run_decoder(tgt_in, memory)
 
 
+class IncrementalConvS2S(nn.Module):
+    """A trained ``ConvS2S`` decoded the way Gehring et al.'s code (fairseq) decodes: every
+    decoder convolution keeps its last k - 1 inputs from the calls before, so a new word costs
+    one new position per layer instead of the window of ``receptive_field`` positions that
+    ``ConvS2S.decode_step`` recomputes. The same weights and the same arithmetic per position:
+    the same next-word distribution up to rounding. Use it wherever a model with ``encode`` and
+    ``decode_step`` is expected (``greedy_decode``, ``beam_search``). Taught in: 03_convs2s."""
+
+    def __init__(self, model: ConvS2S):
+        super().__init__()
+        if not isinstance(model, ConvS2S):
+            raise TypeError(f"IncrementalConvS2S wraps a ConvS2S, got {type(model).__name__}")
+        self.model = model
+
+    def encode(self, src, src_lengths):
+        """``memory`` as ``ConvS2S.encode``; ``state`` = the next word's position and, per
+        decoder layer, its last k - 1 inputs (batch, H, k - 1): zeros before the first word,
+        as the causal convolution's left padding."""
+        memory, _ = self.model.encode(src, src_lengths)
+        cfg = self.model.cfg
+        z = memory["keys"]
+        buffers = [z.new_zeros(src.shape[0], cfg.hidden_size, cfg.kernel_size - 1)
+                   for _ in range(cfg.decoder_layers)]
+        return memory, {"position": 0, "buffers": buffers}
+
+    def decode_step(self, prev_tokens, state, memory):
+        """log p of the next word (batch, V), the new state, and the last layer's attention
+        of the newest word (batch, S): ``ConvS2S.decode_step`` computed one position a layer."""
+        m, position = self.model, state["position"]
+        if position >= m.cfg.max_positions:
+            raise ValueError(f"sequence of {position + 1} tokens is longer than max_positions="
+                             f"{m.cfg.max_positions}")
+        z, ze, mask = memory["keys"], memory["values"], memory["mask"]
+        g = m._embed(prev_tokens.unsqueeze(1), m.tgt_embedding, m.tgt_position, position)  # (batch, 1, E)
+        x = m.dec_in(g).transpose(1, 2)                                  # (batch, H, 1)
+        buffers, alpha = [], None
+        for conv, att_in, att_out, past in zip(m.dec_convs, m.att_in, m.att_out, state["buffers"]):
+            window = torch.cat([past, m.dropout(x)], dim=2)              # (batch, H, k): the last k inputs
+            buffers.append(window[:, :, 1:])
+            h = glu(conv(window)).transpose(1, 2)                        # (batch, 1, H): one new position
+            d = att_in(h) + g
+            alpha = masked_softmax(d @ z.transpose(1, 2), mask.unsqueeze(1))  # (batch, 1, S)
+            h = (h + att_out(alpha @ ze)) * m.scale
+            x = (h.transpose(1, 2) + x) * m.scale
+        logits = m.out(m.dropout(m.dec_out(x.transpose(1, 2))))          # (batch, 1, V)
+        return (torch.log_softmax(logits[:, -1], dim=-1), {"position": position + 1, "buffers": buffers},
+                alpha[:, -1])
+
+
 # -- the recipe of 03 ----------------------------------------------------------------
 
 @dataclass(frozen=True)

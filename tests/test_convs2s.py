@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from course_utils.decoding import beam_search, greedy_decode
-from course_utils.convs2s import ConvS2S, ConvS2SConfig, causal_conv1d, glu, receptive_field
+from course_utils.convs2s import ConvS2S, ConvS2SConfig, IncrementalConvS2S, causal_conv1d, glu, receptive_field
 from course_utils.seq2seq import seq2seq_loss
 
 
@@ -114,6 +114,40 @@ def test_decode_step_agrees_with_parallel_forward(padded_batch):
         assert state.shape == (len(b), i + 1)
         torch.testing.assert_close(log_probs, torch.log_softmax(logits[:, i], -1))
         torch.testing.assert_close(w, weights[:, -1, i])
+
+
+@pytest.mark.parametrize("layers,kernel", [(2, 3), (3, 5), (1, 1)])
+def test_the_incremental_decoder_agrees_with_the_parallel_forward(padded_batch, layers, kernel):
+    # fairseq's way (one new position per layer and word, the last k - 1 inputs kept) gives the
+    # teacher-forced forward's distributions and attention at every position, past the window
+    data, b = padded_batch
+    model = _model(data, decoder_layers=layers, kernel_size=kernel)
+    logits, weights = model(b.src, b.src_lengths, b.tgt[:, :-1])
+    fast = IncrementalConvS2S(model)
+    memory, state = fast.encode(b.src, b.src_lengths)
+    assert b.tgt.shape[1] - 1 > receptive_field(layers, kernel)
+    for i in range(b.tgt.shape[1] - 1):
+        log_probs, state, w = fast.decode_step(b.tgt[:, i], state, memory)
+        assert state["position"] == i + 1 and all(t.shape == (len(b), model.cfg.hidden_size, kernel - 1)
+                                                  for t in state["buffers"])
+        torch.testing.assert_close(log_probs, torch.log_softmax(logits[:, i], -1))
+        torch.testing.assert_close(w, weights[:, -1, i])
+
+
+def test_the_incremental_decoder_decodes_as_the_windowed_one(padded_batch, device):
+    data, b = padded_batch
+    model, b = _model(data).to(device), b.to(device)
+    fast = IncrementalConvS2S(model)
+    for decode in (lambda m: greedy_decode(m, b.src, b.src_lengths, max_len=9),
+                   lambda m: beam_search(m, b.src, b.src_lengths, beam_size=3, max_len=9)):
+        slow_out, fast_out = decode(model), decode(fast)
+        assert fast_out.tokens == slow_out.tokens
+        torch.testing.assert_close(torch.tensor(fast_out.scores), torch.tensor(slow_out.scores))
+    with pytest.raises(TypeError, match="wraps a ConvS2S, got Linear"):
+        IncrementalConvS2S(nn.Linear(2, 2))
+    memory, state = fast.encode(b.src, b.src_lengths)
+    with pytest.raises(ValueError, match="longer than max_positions"):
+        fast.decode_step(b.tgt[:, 0], {**state, "position": model.cfg.max_positions}, memory)
 
 
 def test_works_with_the_shared_decoders(padded_batch, device):
