@@ -4,7 +4,8 @@ Taught in: 03_convs2s (1d convolutions with GLU and residual connections, learne
 position embeddings, causal decoder convolutions, attention in every decoder block
 with o_i = sum_j alpha_ij (z_j + u_j), parallel training and sequential generation).
 Leaves out: weight normalisation and the paper's initialisation of the linear layers, gradient
-scaling of the encoder, incremental (cached) decoding, and fairseq's multi-GPU tricks.
+scaling of the encoder, and fairseq's multi-GPU tricks. Incremental (cached) decoding is a
+wrapper, ``IncrementalConvS2S``.
 
 The model offers the decoding interface of ``course_utils.seq2seq``::
 
@@ -12,7 +13,8 @@ The model offers the decoding interface of ``course_utils.seq2seq``::
     log_probs, state, weights = model.decode_step(prev_tokens, state, memory)
 
 Here ``state`` is the prefix of target words fed so far (batch, t): every step runs the
-decoder again on the whole prefix and keeps the newest position. Training sees all
+decoder again on the last ``receptive_field`` words of the prefix (all that can reach the
+newest output) and keeps the newest position. Training sees all
 positions at once; generation must go one word at a time.
 """
 
