@@ -5,8 +5,10 @@
 #   2. the unit tests on CUDA, with a JUnit report and a limit per test, so that a run stopped
 #      at the call's limit still says which tests failed (the kill takes pytest's summary);
 #   3. the full profile of NBS (default: every notebook), JOBS at a time (nine at once slowed
-#      each other up to 7x: time them alone, JOBS=1, when the time is the point).
-# Everything is written to /tmp/res and packed into $OUT/res.tgz every 15 s.
+#      each other up to 7x on 2026-11-25 and about 1.6x on 2026-11-26, when all nine ran to
+#      their end in 494 s: time them alone, JOBS=1, when the time is the point).
+# (The grader's tests are left out: they need nbgrader, which a GPU node may lack, and grading
+# runs on the CPU on every machine.) Everything is written to /tmp/res and packed into $OUT/res.tgz every 15 s.
 # Here, first: ../shared/gpu/bundle.sh (writes .gpu/, ignored by git), and strip the stored
 # outputs of the notebooks if the tree is over the 64 MiB a call may carry. There, from the
 # project root:   STAGES="probe unit full" NBS="notebooks/01_*.ipynb" JOBS=3 LIMIT=300 bash scripts/gpu_session.sh
@@ -33,7 +35,7 @@ COURSE_DEVICE=cuda COURSE_PROFILE=fast COURSE_NUM_THREADS=1 timeout $LIMIT pytho
     -p no:cacheprovider --timeout 120 --junitxml=$R/junit.xml -rf \
     --ignore-glob='tests/test_browser_*.py' --ignore=tests/test_slides.py --ignore=tests/test_book.py \
     --ignore=tests/test_install_check.py --ignore=tests/test_assignments.py \
-    --ignore=tests/test_grader_sandbox.py \
+    --ignore=tests/test_grader_sandbox.py --ignore=tests/test_grader_redteam.py \
     --deselect tests/test_notebooks.py::test_notebook_is_stored_executed_without_errors \
     tests > $R/unit.log 2>&1
 echo "unit tests: exit $?"; tail -15 $R/unit.log

@@ -8,7 +8,12 @@ run stopped at a time limit still leaves what it did. Notebooks run in order (la
 read what earlier ones saved). Works with any interpreter that has the packages (a GPU
 node without a package index): ``make full PY=python3``.
 
-Usage: python scripts/run_full.py [--out build/full] [--timeout 1800] [notebooks ...]
+With ``--jobs N`` (``make full FULL_JOBS=N``) N notebooks run at once, each in a process and a
+kernel of its own, a notebook only after those whose results it reads (``READS``): on one GPU
+the course's small models leave it mostly idle, and nine notebooks at once took 494 s on an
+H200 (2026-11-26), about as long as the slowest two alone (docs/BENCHMARKS.md).
+
+Usage: python scripts/run_full.py [--out build/full] [--timeout 1800] [--jobs 1] [notebooks ...]
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def main_score(results_dir: Path, since: float) -> str:
-    """The scores of the models this notebook saved (results written after ``since``)."""
+def main_score(results_dir: Path, since: float, notebook: str = "") -> str:
+    """The scores of the models this notebook saved (results written after ``since`` whose
+    name starts with the notebook's number: other notebooks may write beside it)."""
     scores = []
-    for path in sorted(results_dir.glob("full/*.json")):
+    for path in sorted(results_dir.glob(f"full/{notebook[:2]}*.json")):
         if path.stat().st_mtime < since:
             continue
         record = json.loads(path.read_text())
@@ -50,11 +56,14 @@ def device_of(nb) -> str:
     return "?"
 
 
-def write_summary(out: Path, rows: list[dict]) -> str:
+def write_summary(out: Path, rows: list[dict], wall: float | None = None, jobs: int = 1) -> str:
     lines = ["| notebook | wall time (s) | main score | device | status |", "|---|---:|---|---|---|"]
     lines += [f"| {r['notebook']} | {r['seconds']:.0f} | {r['score']} | {r['device']} | {r['status']} |" for r in rows]
     total = sum(r["seconds"] for r in rows)
     lines.append(f"| total | {total:.0f} | | | |")
+    if wall is not None:
+        lines.append(f"\n{jobs} notebooks at a time: {wall:.0f} s of wall time for all (each one's time above "
+                     "is shared with the others running beside it)")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     (out / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
     return "\n".join(lines)
@@ -98,12 +107,66 @@ def expected_time(notebooks: list[Path], device: str) -> str:
     return "\n".join(lines)
 
 
+#: the notebooks whose saved results a notebook reads (its comparison plots): with --jobs it
+#: starts only after those of them that are in the same run have finished
+READS = {"02_bahdanau_attention": ("01_seq2seq_bottleneck",),
+         "03_convs2s": ("01_seq2seq_bottleneck", "02_bahdanau_attention"),
+         "04_transformer": ("01_seq2seq_bottleneck", "02_bahdanau_attention", "03_convs2s")}
+
+
+def schedule(names: list[str], jobs: int, run_one) -> list[tuple[str, object]]:
+    """``run_one(name)`` for every name, at most ``jobs`` at a time, in the order given, each
+    only after the names it ``READS`` (those in ``names``) have finished; returns (name,
+    result) pairs in the order they finished."""
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive int, got {jobs!r}")
+    if jobs == 1:   # in this thread, in the order given (nbclient runs its kernel from here)
+        return [(name, run_one(name)) for name in names]
+    waiting, running, done, finished = list(names), {}, set(), []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        while waiting or running:
+            for name in list(waiting):
+                if len(running) >= jobs:
+                    break
+                if all(dep in done or dep not in names for dep in READS.get(name, ())):
+                    waiting.remove(name)
+                    running[pool.submit(run_one, name)] = name
+            completed, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in completed:
+                name = running.pop(future)
+                done.add(name)
+                finished.append((name, future.result()))
+    return finished
+
+
+def _execute_elsewhere(path: Path, out: Path, timeout: int) -> str:
+    """Execute one notebook in a process of its own (``--jobs``); 'ok' or 'FAILED: ...'."""
+    import subprocess
+    code = ("import sys, re; sys.path.insert(0, sys.argv[1]); from pathlib import Path\n"
+            "from execute_notebooks import execute\n"
+            "from nbclient.exceptions import CellExecutionError\n"
+            "try:\n    execute(Path(sys.argv[2]), int(sys.argv[4]), out=Path(sys.argv[3]))\n"
+            "except CellExecutionError as err:\n"
+            "    print('\\nFAILED: ' + re.sub(r'\\x1b\\[[0-9;]*m', '', str(err)).strip().splitlines()[-1][:160])\n"
+            "    sys.exit(1)\n")
+    run = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts"), str(path), str(out), str(timeout)],
+                         capture_output=True, text=True)
+    failed = [line for line in run.stdout.splitlines() if line.startswith("FAILED: ")]
+    if run.returncode == 0:
+        return "ok"
+    return failed[-1] if failed else f"FAILED: exit status {run.returncode}: {run.stderr.strip()[-160:]}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path)
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "full")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    parser.add_argument("--jobs", type=int, default=1, help="notebooks at once (each after those it reads)")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     import nbformat
     from nbclient.exceptions import CellExecutionError
 
@@ -118,20 +181,35 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("no notebooks to run")
     from course_utils.runtime import get_device
     print(expected_time([Path(p) for p in notebooks], str(get_device())), flush=True)
-    rows, failed, table = [], 0, ""
-    for path in notebooks:
-        path = path.resolve()
-        start, status = time.time(), "ok"
-        try:
-            execute(path, args.timeout, out=out / path.name)
-        except CellExecutionError as err:
-            last = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()[-1]  # no terminal colours
-            status, failed = f"FAILED: {last[:160]}", failed + 1
-        nb = nbformat.read(out / path.name, as_version=4)
+    import threading
+    rows, table, started, lock = [], "", time.time(), threading.Lock()
+    paths = {Path(p).resolve().stem: Path(p).resolve() for p in notebooks}
+
+    def run_one(name: str) -> None:
+        path, start = paths[name], time.time()
+        if args.jobs > 1:
+            status = _execute_elsewhere(path, out / path.name, args.timeout)
+        else:
+            status = "ok"
+            try:
+                execute(path, args.timeout, out=out / path.name)
+            except CellExecutionError as err:
+                last = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()[-1]  # no terminal colours
+                status = f"FAILED: {last[:160]}"
+        nb = nbformat.read(out / path.name, as_version=4) if (out / path.name).exists() else None
+        with lock:   # (--jobs: notebooks finish in other threads)
+            record(path, start, status, nb)
+
+    def record(path, start, status, nb) -> None:
+        nonlocal table
         rows.append({"notebook": path.name, "seconds": time.time() - start, "status": status,
-                     "score": main_score(out / "results", start), "device": device_of(nb)})
+                     "score": main_score(out / "results", start, path.name), "device": device_of(nb) if nb else "?"})
         print(f"{path.name}: {rows[-1]['seconds']:.0f} s, {status}", flush=True)
-        table = write_summary(out, rows)
+        table = write_summary(out, sorted(rows, key=lambda r: r["notebook"]),
+                              wall=time.time() - started if args.jobs > 1 else None, jobs=args.jobs)
+
+    schedule(list(paths), args.jobs, run_one)
+    failed = sum(not r["status"].startswith("ok") for r in rows)
     print("\n" + table)
     print(f"\nexecuted notebooks, results and this table: {out}")
     return 1 if failed else 0

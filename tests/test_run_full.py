@@ -56,3 +56,59 @@ def test_make_full_reports_a_failing_notebook(tmp_path):
     assert out.returncode == 1
     rows = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert rows[0]["status"].startswith("FAILED") and "no GPU magic" in rows[0]["status"]
+
+
+def test_jobs_run_at_most_n_at_once_each_after_what_it_reads():
+    import threading
+    import time
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import run_full
+    names = ["00_welcome", "01_seq2seq_bottleneck", "02_bahdanau_attention", "03_convs2s",
+             "04_transformer", "05_bert", "06_bpe"]
+    started, ended, lock, now = {}, {}, threading.Lock(), [0]
+    slow = {"01_seq2seq_bottleneck": 0.3, "02_bahdanau_attention": 0.2}
+
+    def run_one(name):
+        with lock:
+            started[name] = time.perf_counter()
+            assert sum(1 for n in started if n not in ended) <= 3, "more than 3 at once"
+        time.sleep(slow.get(name, 0.05))
+        with lock:
+            ended[name] = time.perf_counter()
+        return name.upper()
+
+    finished = run_full.schedule(names, 3, run_one)
+    assert sorted(n for n, _ in finished) == sorted(names) and all(r == n.upper() for n, r in finished)
+    for name, reads in run_full.READS.items():
+        assert all(started[name] >= ended[dep] for dep in reads), name   # after what it reads
+    # 05 and 06 read nothing: they did not wait behind 03 and 04, which waited for 01 and 02
+    assert started["05_bert"] < ended["02_bahdanau_attention"]
+    # one at a time: the order given, nothing beside it
+    order = []
+    assert [n for n, _ in run_full.schedule(["03_convs2s", "00_welcome"], 1, order.append)] == ["03_convs2s", "00_welcome"]
+    import pytest
+    with pytest.raises(ValueError, match="jobs must be a positive int, got 0"):
+        run_full.schedule(names, 0, run_one)
+
+
+def test_make_full_with_jobs_runs_notebooks_side_by_side_and_reports_each(tmp_path):
+    import nbformat
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, code in (("91_one", "import time; time.sleep(1); print('one')"),
+                       ("92_two", "import time; time.sleep(1); print('two')"),
+                       ("93_broken", "raise ValueError('no GPU magic')")):
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)]), src / f"{name}.ipynb")
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_full.py"), "--out", str(tmp_path / "out"),
+                          "--jobs", "3", *sorted(str(p) for p in src.glob("*.ipynb"))],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
+    rows = {r["notebook"]: r for r in json.loads((tmp_path / "out" / "summary.json").read_text())}
+    assert rows["91_one.ipynb"]["status"] == rows["92_two.ipynb"]["status"] == "ok"
+    assert rows["93_broken.ipynb"]["status"].startswith("FAILED") and "no GPU magic" in rows["93_broken.ipynb"]["status"]
+    executed = json.loads((tmp_path / "out" / "91_one.ipynb").read_text())
+    assert "".join(executed["cells"][0]["outputs"][0]["text"]) == "one\n"
+    assert "3 notebooks at a time:" in (tmp_path / "out" / "summary.md").read_text()
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_full.py"), "--jobs", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--jobs must be at least 1, got 0" in bad.stderr
