@@ -189,3 +189,21 @@ def test_course_setup_sets_the_figure_style_and_runtime_leaves_views_alone():
     assert f"LECTURE True {float(viz.STYLES[True]['font.size'])}" in out, out
     assert f"SCREEN {float(viz.STYLES[False]['font.size'])}" in out, out
 
+
+
+def test_the_thread_count_reaches_numpys_and_scipys_blas():
+    # in a fresh interpreter (the limit is process-wide): numpy's OpenBLAS, loaded before
+    # setup(), is limited by threadpoolctl; scipy's, loaded after, by the variable
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "COURSE_NUM_THREADS")}
+    env["COURSE_NUM_THREADS"] = "1"
+    code = ("import numpy, course_utils; from course_utils import runtime; runtime._usable_cores = lambda: 2; "
+            "runtime.setup(); import scipy.linalg, threadpoolctl, json; "
+            "print('BLAS', json.dumps(sorted({(i['filepath'], i['num_threads']) for i in "
+            "threadpoolctl.threadpool_info() if i['user_api'] == 'blas'})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    import json
+    blas = json.loads(out.split("BLAS", 1)[1])
+    assert blas and all(threads == 1 for _, threads in blas), blas
+    assert len(blas) >= 2, blas          # numpy's and scipy's own OpenBLAS, both limited
