@@ -44,6 +44,10 @@ import course_utils
 PROFILES = ("fast", "full")
 
 
+#: test examples per split in a smoke run when ``COURSE_SMOKE_EVAL`` is unset (the browser
+#: test and the full-profile smoke test read it from here)
+SMOKE_EVAL_DEFAULT = 128
+
 def get_device() -> torch.device:
     """The best available device: cuda > mps > cpu, or ``$COURSE_DEVICE`` (cpu, cuda,
     cuda:N, mps) when set; ``COURSE_DEVICE=check`` answers ``cuda:0`` on the CPU and switches
@@ -141,7 +145,7 @@ def smoke_eval_size() -> int | None:
     if smoke_steps() is None:
         return None
     size = _positive_int_env("COURSE_SMOKE_EVAL")
-    return 128 if size is None else size
+    return SMOKE_EVAL_DEFAULT if size is None else size
 
 
 def cap_steps(steps: int | None) -> int | None:

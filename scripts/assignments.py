@@ -67,6 +67,7 @@ from pathlib import Path
 
 import nbformat
 
+import course_utils  # noqa: E402  (KERNEL_ENV)
 from course_utils.files import write_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -85,8 +86,7 @@ SKIP_TRAINING_ID = "skip_training"  # grade_id of the cell that holds the flag
 # grading runs on the CPU on every machine: a lecturer's GPU would otherwise be picked outside the
 # sandbox (the sandbox shows no GPU) and the grader's CPU reference models would meet it
 GRADING_ENV = {"COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu", "COURSE_NUM_THREADS": "1",
-               "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "PYTHONHASHSEED": "0"}
+               **course_utils.KERNEL_ENV}
 
 
 class AssignmentError(Exception):

@@ -22,8 +22,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+import course_utils  # noqa: E402  (KERNEL_ENV)
+from course_utils.runtime import SMOKE_EVAL_DEFAULT  # noqa: E402
 
-STEPS, EVAL = 2, 128
+STEPS, EVAL = 2, SMOKE_EVAL_DEFAULT
 #: scripts that train, and the arguments that keep them small (their output goes to OUT)
 SCRIPT_RUNS = {
     "pretrain_small_bert.py": ["--steps", str(STEPS), "--pairs", "400", "--out-dir", "{out}"],
@@ -37,8 +40,8 @@ TUNING_SCRIPTS = ("compare_attention", "tune_convs2s", "tune_transformer")
 def environment(out: Path) -> dict:
     return {**os.environ, "COURSE_DEVICE": "check", "COURSE_SMOKE_STEPS": str(STEPS),
             "COURSE_SMOKE_EVAL": str(EVAL), "COURSE_NUM_THREADS": os.environ.get("COURSE_NUM_THREADS", "1"),
-            "COURSE_RESULTS_DIR": str(out / "results"), "MPLBACKEND": "agg", "OMP_WAIT_POLICY": "PASSIVE",
-            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+            "COURSE_RESULTS_DIR": str(out / "results"), "MPLBACKEND": "agg", **course_utils.KERNEL_ENV,
+            "PYTHONPATH": str(ROOT)}
 
 
 #: the assignments' hidden tests index the test split up to 500 pairs

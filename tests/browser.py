@@ -23,6 +23,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
+import course_utils  # KERNEL_ENV: the settings every kernel the course starts runs under
+from course_utils.runtime import SMOKE_EVAL_DEFAULT
+
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
 BUILD = REPO / "build"
@@ -528,7 +531,7 @@ def check_notebook_in_lab(context, lab: JupyterLab, name: str, shots: Path = SHO
 #: ``COURSE_BROWSER_STEPS=0`` (train as the profile says) change that for ``make browser-test``.
 BROWSER_PROFILE = os.environ.get("COURSE_BROWSER_PROFILE", "full")
 BROWSER_STEPS = int(os.environ.get("COURSE_BROWSER_STEPS", "2"))
-SMOKE_EVAL = 128  # test examples per split in a step-capped run (COURSE_SMOKE_EVAL)
+SMOKE_EVAL = SMOKE_EVAL_DEFAULT  # test examples per split in a step-capped run (COURSE_SMOKE_EVAL)
 #: the device the step-capped run's kernels see: ``check`` (a CUDA GPU pretended on the CPU;
 #: ``COURSE_BROWSER_DEVICE=cpu`` turns it off)
 DEVICE_CHECK = os.environ.get("COURSE_BROWSER_DEVICE", "check")
@@ -585,8 +588,7 @@ def lab_session(names, tmp_path_factory):
     from foreign_arithmetic import GUARD_KEYS  # scripts/ is on sys.path (conftest.py)
     env = {**dict.fromkeys(GUARD_KEYS), "COURSE_PROFILE": BROWSER_PROFILE,
            "COURSE_NUM_THREADS": os.environ.get("COURSE_NUM_THREADS", "1"),
-           "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "PYTHONHASHSEED": "0", "COURSE_RESULTS_DIR": str(results)}
+           **course_utils.KERNEL_ENV, "COURSE_RESULTS_DIR": str(results)}
     if BROWSER_STEPS > 0:
         from softassert import SOFT_ASSERTS
         startup = state / "ipython" / "profile_default" / "startup"

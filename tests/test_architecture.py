@@ -74,3 +74,18 @@ def test_the_check_sees_an_import_that_runs_up():
              "    return importlib.import_module('course_utils.gpt')\n")
     assert _imports("attention") == set()
     assert _imports("attention", (PACKAGE / "attention.py").read_text() + probe) == {"widgets", "transformer", "gpt"}
+
+
+def test_the_kernel_settings_are_written_once():
+    """The settings every kernel the course starts runs under live in course_utils.KERNEL_ENV;
+    the grader, the browser test and the device check read them rather than restate them."""
+    import re
+    import course_utils
+    assert course_utils.KERNEL_ENV == {"OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1",
+                                       "TRANSFORMERS_OFFLINE": "1", "PYTHONHASHSEED": "0"}
+    restated = re.compile(r'"(OMP_WAIT_POLICY|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE)"\s*:\s*"')
+    # the code that starts kernels (tests that assert what a kernel saw may name the values)
+    starters = [*(ROOT / "course_utils").rglob("*.py"), *(ROOT / "scripts").rglob("*.py"),
+                ROOT / "tests" / "browser.py", ROOT / "tests" / "test_full_profile_smoke.py"]
+    places = [p for p in starters if restated.search(p.read_text()) and p != ROOT / "course_utils" / "__init__.py"]
+    assert not places, f"kernel settings restated in {[str(p.relative_to(ROOT)) for p in places]}"

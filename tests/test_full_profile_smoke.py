@@ -31,6 +31,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from course_utils.runtime import SMOKE_EVAL_DEFAULT
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 #: notebook stem -> reason, for full-profile bugs found and not fixed yet (none now)
@@ -42,7 +44,7 @@ def _marked(path):
     return pytest.param(path, marks=pytest.mark.xfail(reason=reason, strict=False)) if reason else path
 
 
-SMOKE_STEPS, SMOKE_EVAL = 2, 128
+SMOKE_STEPS, SMOKE_EVAL = 2, SMOKE_EVAL_DEFAULT
 CELL_TIMEOUT = 300  # seconds; the whole notebook normally takes well under a minute here
 
 # Prepended to the copy that is executed: soft asserts (recorded, not raised).
