@@ -48,6 +48,7 @@ PROFILES = ("fast", "full")
 #: test and the full-profile smoke test read it from here)
 SMOKE_EVAL_DEFAULT = 128
 
+
 def get_device() -> torch.device:
     """The best available device: cuda > mps > cpu, or ``$COURSE_DEVICE`` (cpu, cuda,
     cuda:N, mps) when set; ``COURSE_DEVICE=check`` answers ``cuda:0`` on the CPU and switches

@@ -67,7 +67,7 @@ from pathlib import Path
 
 import nbformat
 
-import course_utils  # noqa: E402  (KERNEL_ENV)
+import course_utils  # KERNEL_ENV
 from course_utils.files import write_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

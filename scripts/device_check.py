@@ -22,7 +22,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
 import course_utils  # noqa: E402  (KERNEL_ENV)
 from course_utils.runtime import SMOKE_EVAL_DEFAULT  # noqa: E402
 

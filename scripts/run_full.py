@@ -140,22 +140,30 @@ def schedule(names: list[str], jobs: int, run_one) -> list[tuple[str, object]]:
     return finished
 
 
+def execute_status(path: Path, out: Path, timeout: int) -> str:
+    """Execute one notebook into ``out``: 'ok', or 'FAILED: ' and the error's last line."""
+    from nbclient.exceptions import CellExecutionError
+
+    from execute_notebooks import execute  # scripts/ is on sys.path when this script runs
+    try:
+        execute(path, timeout, out=out)
+    except CellExecutionError as err:
+        last = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()[-1]  # no terminal colours
+        return f"FAILED: {last[:160]}"
+    return "ok"
+
+
 def _execute_elsewhere(path: Path, out: Path, timeout: int) -> str:
-    """Execute one notebook in a process of its own (``--jobs``); 'ok' or 'FAILED: ...'."""
+    """``execute_status`` in a process of its own (``--jobs``: one kernel per process)."""
     import subprocess
-    code = ("import sys, re; sys.path.insert(0, sys.argv[1]); from pathlib import Path\n"
-            "from execute_notebooks import execute\n"
-            "from nbclient.exceptions import CellExecutionError\n"
-            "try:\n    execute(Path(sys.argv[2]), int(sys.argv[4]), out=Path(sys.argv[3]))\n"
-            "except CellExecutionError as err:\n"
-            "    print('\\nFAILED: ' + re.sub(r'\\x1b\\[[0-9;]*m', '', str(err)).strip().splitlines()[-1][:160])\n"
-            "    sys.exit(1)\n")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; import run_full; "
+            "print('STATUS ' + run_full.execute_status(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])))")
     run = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts"), str(path), str(out), str(timeout)],
                          capture_output=True, text=True)
-    failed = [line for line in run.stdout.splitlines() if line.startswith("FAILED: ")]
-    if run.returncode == 0:
-        return "ok"
-    return failed[-1] if failed else f"FAILED: exit status {run.returncode}: {run.stderr.strip()[-160:]}"
+    status = [line[len("STATUS "):] for line in run.stdout.splitlines() if line.startswith("STATUS ")]
+    if run.returncode == 0 and status:
+        return status[-1]
+    return f"FAILED: exit status {run.returncode}: {run.stderr.strip()[-160:]}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,9 +176,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
     import nbformat
-    from nbclient.exceptions import CellExecutionError
-
-    from execute_notebooks import execute  # scripts/ is on sys.path when this script runs
 
     notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     out = args.out.resolve()
@@ -187,15 +192,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def run_one(name: str) -> None:
         path, start = paths[name], time.time()
-        if args.jobs > 1:
-            status = _execute_elsewhere(path, out / path.name, args.timeout)
-        else:
-            status = "ok"
-            try:
-                execute(path, args.timeout, out=out / path.name)
-            except CellExecutionError as err:
-                last = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()[-1]  # no terminal colours
-                status = f"FAILED: {last[:160]}"
+        run = _execute_elsewhere if args.jobs > 1 else execute_status
+        status = run(path, out / path.name, args.timeout)
         nb = nbformat.read(out / path.name, as_version=4) if (out / path.name).exists() else None
         with lock:   # (--jobs: notebooks finish in other threads)
             record(path, start, status, nb)
