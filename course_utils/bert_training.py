@@ -162,7 +162,7 @@ def pretrain(model: BertForPreTraining, tokenizer, pairs, recipe: BertPretrainin
     then linear decay to 0 over ``steps`` (default ``recipe.steps``). Returns the
     ``training.History`` and the ``PretrainingLog``. Taught in: 05_bert."""
     from course_utils.training import train
-    from course_utils.transformer import warmup_scheduler
+    from course_utils.schedules import warmup_scheduler
     steps = recipe.steps if steps is None else steps
     batches = pretraining_batches(tokenizer, pairs, recipe.batch_size, recipe.max_len, seed=seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01, foreach=True)

@@ -28,6 +28,7 @@ from torch import nn
 
 from course_utils.attention import masked_softmax, padding_mask
 from course_utils.data import PAD_ID, check_src_batch
+from course_utils.schedules import linear_factor, linear_schedule
 
 
 @dataclass
@@ -286,9 +287,9 @@ class ConvS2STraining:
         return ConvS2SConfig(src_vocab_size, tgt_vocab_size, **kwargs)
 
     def lr_factor(self, step: int) -> float:
-        """The learning rate at optimiser step ``step`` (0-based) as a fraction of ``lr``."""
-        warm = min(1.0, (step + 1) / self.warmup) if self.warmup > 0 else 1.0
-        return warm * max(self.final_lr, 1.0 - step / self.steps)
+        """The learning rate at optimiser step ``step`` (0-based) as a fraction of ``lr``
+        (``schedules.linear_factor``)."""
+        return linear_factor(step, self.warmup, self.steps, self.final_lr)
 
 
 # Chosen on the validation split (03's appendix, scripts/tune_convs2s.py).
@@ -302,7 +303,7 @@ def fit(model: ConvS2S, data, recipe: ConvS2STraining, progress: bool = True, de
     from course_utils.seq2seq import seq2seq_loss
     from course_utils.training import train
     optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, recipe.lr_factor)
+    scheduler = linear_schedule(optimizer, recipe.warmup, recipe.steps, recipe.final_lr)
     return train(model, lambda epoch: data.batches(recipe.batch_size, shuffle=True, seed=epoch),
                  seq2seq_loss, optimizer, scheduler=scheduler, max_steps=recipe.steps,
                  device=next(model.parameters()).device, progress=progress, desc=desc)

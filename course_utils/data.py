@@ -528,6 +528,7 @@ REBUILD = {
     "austen_novels.tsv.gz": "python scripts/build_english_text.py",
     "small_bert.pt": "python scripts/pretrain_small_bert.py",
     "small_gpt.pt": "python scripts/pretrain_small_gpt.py",
+    "es_en_attention.pt": "python scripts/train_es_en_attention.py",
 }
 
 

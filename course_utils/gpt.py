@@ -423,7 +423,8 @@ def fit(model: GPT, tokens: torch.Tensor, recipe: GPTTraining, steps: int | None
     """Train ``model`` (already on its device) on random windows of ``tokens`` with AdamW
     (betas 0.9, 0.95, weight decay), linear warm-up and cosine decay; returns the
     ``History``. Taught in: 07_gpt."""
-    from course_utils.training import cosine_schedule, train
+    from course_utils.schedules import cosine_schedule
+    from course_utils.training import train
     steps = cap_steps(recipe.steps if steps is None else steps)
     device = check_device(model, what="fit")
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95),

@@ -24,7 +24,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from course_utils.attention import make_attention, padding_mask
-from course_utils.data import PAD_ID
+from course_utils.data import PAD_ID, TranslationData
 
 
 @dataclass
@@ -192,3 +192,32 @@ def seq2seq_loss(model, batch, teacher_forcing: float = 1.0) -> torch.Tensor:
     """Mean cross-entropy of the next target word over real (non-padded) positions."""
     logits, _ = model(batch.src, batch.src_lengths, batch.tgt[:, :-1], teacher_forcing)
     return next_word_loss(logits, batch.tgt)
+
+
+# -- English -> Spanish: one recipe for notebook 02's full profile and the shipped model --
+
+SHIPPED_ES_EN = "es_en_attention.pt"   # data/, made by scripts/train_es_en_attention.py
+
+
+@dataclass(frozen=True)
+class EsEnRecipe:
+    """The English -> Spanish run of notebook 02 (Bible verses of at most ``max_len`` words,
+    ``data.es_en_splits``): its full profile trains it, and the shipped
+    ``data/es_en_attention.pt`` (``training.save_checkpoint``, float16, the vocabularies in
+    its ``extra``) is this recipe run once, which the fast profile loads.
+    Taught in: 02_bahdanau_attention."""
+    max_len: int = 20          # words per verse, both sides
+    min_freq: int = 2          # a word seen once in training is <unk>
+    emb_size: int = 128
+    hidden_size: int = 128     # per direction
+    batch_size: int = 64
+    lr: float = 2e-3
+    steps: int = 700           # four passes over the 11,191 training pairs
+
+    def model_config(self, train_data: TranslationData) -> Seq2SeqConfig:
+        return Seq2SeqConfig(len(train_data.src_vocab), len(train_data.tgt_vocab), emb_size=self.emb_size,
+                             hidden_size=self.hidden_size, bidirectional=True, attention="additive")
+
+
+ES_EN = EsEnRecipe()
+

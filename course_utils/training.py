@@ -237,19 +237,6 @@ def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
     return history
 
 
-def cosine_schedule(optimizer: torch.optim.Optimizer, warmup: int, steps: int):
-    """LambdaLR: linear warm-up to the optimiser's lr over ``warmup`` steps, then a cosine
-    decay to 0 at ``steps`` (the schedule of ViT and GPT-2). Taught in: 07_gpt, 08_vision_transformer."""
-    if not 0 <= warmup < steps:
-        raise ValueError(f"need 0 <= warmup < steps, got warmup={warmup}, steps={steps}")
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(steps - warmup, 1)))
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
 def linear_decay(start: float = 1.0, end: float = 0.0) -> Callable[[int, int], float]:
     """Teacher-forcing schedule going linearly from ``start`` to ``end`` over training."""
     def ratio(step: int, total: int) -> float:
@@ -283,11 +270,16 @@ def _with_defaults(config, found: Mapping) -> dict:
 
 
 def save_checkpoint(path: str | Path, model: nn.Module, config, optimizer=None,
-                    extra: Mapping[str, Any] | None = None) -> Path:
+                    extra: Mapping[str, Any] | None = None, half: bool = False) -> Path:
     """Write model (and optimiser) state with its config, atomically: a crash never
-    leaves half a file. ``extra`` holds plain data (vocabulary lists, metrics).
+    leaves half a file. ``extra`` holds plain data (vocabulary lists, metrics). ``half``:
+    floating-point weights stored as float16 (half the file, for a shipped model;
+    ``load_checkpoint`` copies them back into the model's own dtype).
     Taught in: 01_seq2seq_bottleneck."""
-    state = {"config": _config_dict(config), "model": model.state_dict(),
+    weights = model.state_dict()
+    if half:
+        weights = {k: v.detach().to("cpu", torch.float16) if v.is_floating_point() else v for k, v in weights.items()}
+    state = {"config": _config_dict(config), "model": weights,
              "optimizer": optimizer.state_dict() if optimizer is not None else None,
              "extra": dict(extra or {}), "torch_version": str(torch.__version__)}
     return write_atomic(path, lambda f: torch.save(state, f))

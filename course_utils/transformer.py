@@ -29,6 +29,7 @@ from course_utils.data import PAD_ID, check_src_batch
 from course_utils.norms import make_norm
 from course_utils.positional import make_positional
 from course_utils.runtime import pick
+from course_utils.schedules import warmup_scheduler
 from course_utils.seq2seq import next_word_loss
 
 
@@ -372,42 +373,6 @@ def transformer_loss(model, batch, label_smoothing: float = 0.0) -> torch.Tensor
     Taught in: 04_transformer."""
     logits = model(batch.src, batch.src_lengths, batch.tgt[:, :-1])
     return next_word_loss(logits, batch.tgt, label_smoothing)
-
-
-# --------------------------------------------------------------------------------------
-# The warm-up learning-rate schedule
-# --------------------------------------------------------------------------------------
-
-
-def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
-    """lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), step >= 1
-    (Vaswani et al., 2017, eq. 3). Taught in: 04_transformer."""
-    if step < 1 or warmup < 1:
-        raise ValueError(f"step and warmup must be >= 1, got step={step}, warmup={warmup}")
-    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
-
-
-def warmup_scheduler(optimizer: torch.optim.Optimizer, warmup: int, decay_after: int | None = None,
-                     total_steps: int | None = None, cooldown: int = 0):
-    """LambdaLR: linear warm-up to the optimiser's lr over ``warmup`` steps, then
-    lr * sqrt(decay_after / step) once past ``decay_after`` (default: ``warmup``, which is
-    the Noam schedule with its peak set to lr). ``warmup=0``: full lr from the first step.
-    With ``cooldown`` > 0 the rate also falls linearly to 0 over the last ``cooldown`` of
-    ``total_steps``. Taught in: 04_transformer."""
-    if warmup < 0 or cooldown < 0:
-        raise ValueError(f"warmup and cooldown must be >= 0 steps, got {warmup} and {cooldown}")
-    if cooldown and not total_steps:
-        raise ValueError("a cooldown needs total_steps")
-    decay_after = warmup if decay_after is None else decay_after
-
-    def factor(i: int) -> float:  # i = steps done so far (0 before the first step)
-        step = i + 1
-        ramp = min(1.0, step / warmup) if warmup else 1.0
-        decay = math.sqrt(decay_after / step) if decay_after and step > decay_after else 1.0
-        cool = min(1.0, (total_steps - i) / cooldown) if cooldown else 1.0
-        return ramp * decay * cool
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 # --------------------------------------------------------------------------------------

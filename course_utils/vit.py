@@ -314,7 +314,8 @@ def fit(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, recipe: Vi
     """Train ``model`` (already on its device) with AdamW, linear warm-up and cosine decay,
     on (images, labels) for ``max_steps`` (default ``recipe.max_steps``); returns the
     ``History``. Taught in: 08_vision_transformer."""
-    from course_utils.training import cosine_schedule, train
+    from course_utils.schedules import cosine_schedule
+    from course_utils.training import train
     steps = cap_steps(recipe.max_steps if max_steps is None else max_steps)
     warmup = min(recipe.warmup, steps - 1)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)

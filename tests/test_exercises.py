@@ -261,7 +261,7 @@ def _context_05(path, device):
 
     from course_utils import bert as B, bert_training as BT, data, novels
     from course_utils.training import train
-    from course_utils.transformer import warmup_scheduler
+    from course_utils.schedules import warmup_scheduler
     recipe = dataclasses.replace(B.pretraining_recipe("fast"), vocab_size=300, batch_size=4,
                                  max_len=32, fine_tune_batch=4, task_max_len=24)
     everything = data.load_english_text()

@@ -165,6 +165,21 @@ def test_checkpoint_round_trip(tmp_path, device):
     assert count_parameters(fresh) == count_parameters(model) > 0
 
 
+def test_half_checkpoint_is_half_the_file_and_loads_into_float32(tmp_path):
+    cfg = TinyConfig(50)
+    torch.manual_seed(0)
+    model = TinyDecoderLM(cfg)
+    full = save_checkpoint(tmp_path / "full.pt", model, cfg)
+    half = save_checkpoint(tmp_path / "half.pt", model, cfg, extra={"steps": 3}, half=True)
+    assert half.stat().st_size < 0.6 * full.stat().st_size
+    assert all(v.dtype == torch.float16 for v in torch.load(half, weights_only=True)["model"].values())
+    fresh = TinyDecoderLM(cfg)
+    assert load_checkpoint(half, fresh, cfg) == {"steps": 3}
+    for (name, mine), theirs in zip(fresh.state_dict().items(), model.state_dict().values()):
+        assert mine.dtype == torch.float32, name
+        torch.testing.assert_close(mine, theirs.half().float(), rtol=0, atol=0)   # exactly the float16 values
+
+
 def test_checkpoint_loads_with_weights_only(tmp_path):
     cfg = TinyConfig(20)
     path = save_checkpoint(tmp_path / "m.pt", TinyDecoderLM(cfg), cfg)

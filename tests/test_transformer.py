@@ -7,8 +7,7 @@ from torch import nn
 from course_utils.attention import (MultiHeadAttention, causal_mask, fused_attention, masked_softmax, padding_mask,
                                     scaled_dot_product_attention)
 from course_utils.decoding import beam_search, greedy_decode
-from course_utils.transformer import (DecoderLayer, EncoderLayer, Transformer, TransformerConfig,
-                                      noam_lr, transformer_loss, warmup_scheduler)
+from course_utils.transformer import DecoderLayer, EncoderLayer, Transformer, TransformerConfig, transformer_loss
 
 # ---------------------------------------------------------------- scaled dot-product attention
 
@@ -254,51 +253,13 @@ def test_norm_and_positional_variants_run():
         assert out.shape == (2, 4, 12) and torch.isfinite(out).all()
 
 
-# ---------------------------------------------------------------- the warm-up schedule
-
-
-def test_noam_schedule_and_its_scheduler_form():
-    d, warmup = 512, 4000
-    assert noam_lr(1, d, warmup) == pytest.approx(d ** -0.5 * warmup ** -1.5)
-    peak = noam_lr(warmup, d, warmup)
-    assert peak == pytest.approx(d ** -0.5 * warmup ** -0.5)
-    assert noam_lr(warmup - 1, d, warmup) < peak and noam_lr(warmup + 1, d, warmup) < peak
-    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=peak)
-    sched = warmup_scheduler(opt, warmup)
-    lrs = []
-    for _ in range(6000):
-        lrs.append(opt.param_groups[0]["lr"])
-        opt.step()
-        sched.step()
-    for step in (1, 100, 3999, 4000, 5999):
-        assert lrs[step - 1] == pytest.approx(noam_lr(step, d, warmup), rel=1e-9)
-
-
 def test_bad_inputs():
     with pytest.raises(ValueError, match="divisible"):
         TransformerConfig(10, 10, d_model=30, num_heads=4)
     with pytest.raises(ValueError, match="norm must be"):
         TransformerConfig(10, 10, norm="group")
-    with pytest.raises(ValueError, match="step and warmup must be >= 1"):
-        noam_lr(0, 512, 4000)
     with pytest.raises(ValueError, match=r"src must be \(batch, src_len\)"):
         _tiny()(torch.zeros(3, dtype=torch.long), torch.tensor([3]), torch.zeros(1, 2, dtype=torch.long))
-
-
-def test_warmup_scheduler_without_warmup_and_with_cooldown():
-    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
-    sched = warmup_scheduler(opt, 0, decay_after=4, total_steps=10, cooldown=4)
-    lrs = []
-    for _ in range(10):
-        lrs.append(opt.param_groups[0]["lr"])
-        opt.step()
-        sched.step()
-    # full rate from step 1, 1/sqrt decay after step 4, linear fall towards 0 over the last 4
-    expected = [1, 1, 1, 1, math.sqrt(4 / 5), math.sqrt(4 / 6), math.sqrt(4 / 7),
-                math.sqrt(4 / 8) * 0.75, math.sqrt(4 / 9) * 0.5, math.sqrt(4 / 10) * 0.25]
-    assert lrs == pytest.approx(expected)
-    with pytest.raises(ValueError, match="cooldown needs total_steps"):
-        warmup_scheduler(opt, 10, cooldown=5)
 
 
 def test_batch_norm_in_the_decoder_leaks_later_words_and_decoder_norm_layer_stops_it():
