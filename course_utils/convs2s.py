@@ -28,6 +28,7 @@ from torch import nn
 
 from course_utils.attention import masked_softmax, padding_mask
 from course_utils.data import PAD_ID, check_src_batch
+from course_utils.runtime import check_device
 from course_utils.schedules import linear_factor, linear_schedule
 
 
@@ -306,4 +307,4 @@ def fit(model: ConvS2S, data, recipe: ConvS2STraining, progress: bool = True, de
     scheduler = linear_schedule(optimizer, recipe.warmup, recipe.steps, recipe.final_lr)
     return train(model, lambda epoch: data.batches(recipe.batch_size, shuffle=True, seed=epoch),
                  seq2seq_loss, optimizer, scheduler=scheduler, max_steps=recipe.steps,
-                 device=next(model.parameters()).device, progress=progress, desc=desc)
+                 device=check_device(model, what="fit"), progress=progress, desc=desc)

@@ -244,7 +244,7 @@ def translate(model, data, pairs_or_sources, method: str = "greedy", batch_size:
     decoders = {"greedy": greedy_decode, "beam": beam_search, "sample": sample_decode}
     if method not in decoders:
         raise ValueError(f"method must be one of {sorted(decoders)}, got {method!r}")
-    device = device or next(model.parameters()).device
+    device = device or check_device(model, what="translate")
     items = [p if isinstance(p, tuple) else (p, "") for p in pairs_or_sources]
     encoded = data.with_pairs([(s, t or "x") for s, t in items])
     results: list[list[str] | None] = [None] * len(items)

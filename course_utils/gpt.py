@@ -388,7 +388,7 @@ def heldout_loss(model: GPT, windows: torch.Tensor, batch_size: int = 64) -> flo
     """Mean next-token loss (nats per token) of ``model`` on ``windows`` (eval mode)."""
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device
+    device = check_device(model, what="heldout_loss")
     total, count = 0.0, 0
     for i in range(0, len(windows), batch_size):
         w = windows[i:i + batch_size].to(device)
@@ -467,7 +467,7 @@ def predict(model: GPTClassifier, tensors: dict, batch_size: int = 64) -> tuple[
     on the CPU (model in eval mode)."""
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device
+    device = check_device(model, what="predict")
     predicted = []
     for i in range(0, len(tensors["labels"]), batch_size):
         logits, _ = model(tensors["input_ids"][i:i + batch_size].to(device),

@@ -28,7 +28,7 @@ from course_utils.attention import MultiHeadAttention, causal_mask, padding_mask
 from course_utils.data import PAD_ID, check_src_batch
 from course_utils.norms import make_norm
 from course_utils.positional import make_positional
-from course_utils.runtime import pick
+from course_utils.runtime import check_device, pick
 from course_utils.schedules import warmup_scheduler
 from course_utils.seq2seq import next_word_loss
 
@@ -397,7 +397,7 @@ def fit(model: Transformer, data, recipe: TransformerTraining, max_steps: int | 
     max_steps = max_steps or recipe.max_steps
     scheduler = warmup_scheduler(optimizer, warmup, decay_after=max(warmup, recipe.warmup),
                                  total_steps=max_steps, cooldown=min(recipe.cooldown, max_steps))
-    device = next(model.parameters()).device
+    device = check_device(model, what="fit")
     return train(model, lambda epoch: data.batches(recipe.batch_size, shuffle=True, seed=epoch),
                  lambda m, batch: transformer_loss(m, batch, recipe.label_smoothing), optimizer,
                  scheduler=scheduler, max_steps=max_steps, device=device,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_utils.runtime import cap_steps, pick
+from course_utils.runtime import cap_steps, check_device, pick
 from course_utils.transformer import EncoderLayer
 
 
@@ -320,7 +320,7 @@ def fit(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, recipe: Vi
     warmup = min(recipe.warmup, steps - 1)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
     scheduler = cosine_schedule(optimizer, warmup, steps)
-    device = next(model.parameters()).device
+    device = check_device(model, what="fit")
     return train(model, image_batches(images.to(device), labels.to(device), recipe.batch_size, seed,
                                       recipe.augment),
                  classification_loss, optimizer, scheduler=scheduler, max_steps=steps,
@@ -332,7 +332,7 @@ def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batch
     """Share of ``images`` whose most likely class is the label (model in eval mode)."""
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device
+    device = check_device(model, what="accuracy")
     correct = 0
     for i in range(0, len(images), batch_size):
         logits = model(images[i:i + batch_size].to(device))

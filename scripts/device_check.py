@@ -30,6 +30,7 @@ STEPS, EVAL = 2, SMOKE_EVAL_DEFAULT
 SCRIPT_RUNS = {
     "pretrain_small_bert.py": ["--steps", str(STEPS), "--pairs", "400", "--out-dir", "{out}"],
     "pretrain_small_gpt.py": ["--steps", str(STEPS), "--out-dir", "{out}"],
+    "train_es_en_attention.py": ["--out-dir", "{out}"],   # its recipe's steps, capped at STEPS
 }
 #: scripts whose entry point is run(label, changes, seed) over a process pool: the check
 #: calls run() once, for the first candidate

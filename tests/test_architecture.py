@@ -89,3 +89,18 @@ def test_the_kernel_settings_are_written_once():
                 ROOT / "tests" / "browser.py", ROOT / "tests" / "test_full_profile_smoke.py"]
     places = [p for p in starters if restated.search(p.read_text()) and p != ROOT / "course_utils" / "__init__.py"]
     assert not places, f"kernel settings restated in {[str(p.relative_to(ROOT)) for p in places]}"
+
+
+def test_the_package_finds_a_models_device_one_way():
+    """A function of the package that trains or evaluates a model and needs its device asks
+    ``runtime.check_device`` (which also refuses a model left on the CPU beside a GPU, and an
+    input on another device), not ``next(model.parameters()).device`` again; and the
+    learning-rate schedules live in ``schedules`` alone. (The views in ``widgets`` draw a
+    layer wherever it is: 04 shows a CPU layer's masks beside a GPU.)"""
+    pattern = re.compile(r"next\(\s*\w+\.parameters\(\)\s*\)\.device")
+    found = [f"{p.name}:{n}" for p in sorted(PACKAGE.glob("*.py")) if p.name not in ("runtime.py", "widgets.py")
+             for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not found, f"a model's device found by hand (use runtime.check_device): {found}"
+    scheduled = re.compile(r"lr_scheduler\.LambdaLR\(")
+    elsewhere = [p.name for p in sorted(PACKAGE.glob("*.py")) if p.name != "schedules.py" and scheduled.search(p.read_text())]
+    assert not elsewhere, f"a learning-rate schedule built outside course_utils/schedules.py: {elsewhere}"
