@@ -220,4 +220,3 @@ class EsEnRecipe:
 
 
 ES_EN = EsEnRecipe()
-
