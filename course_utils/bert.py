@@ -12,9 +12,10 @@ module is the model, top to bottom:
 - a small BERT: ``BertConfig``, the recipes ``FAST``/``FULL``, ``BertEncoder``,
   ``BertForPreTraining``, ``pretraining_loss``; ``HFEncoder`` puts a Hugging Face encoder
   (all-MiniLM-L6-v2) behind the same interface;
-- fine-tuning heads: ``SequenceClassifier`` and ``TokenClassifier``, ``classification_loss``.
+- fine-tuning heads: ``SequenceClassifier`` and ``TokenClassifier``, ``classification_loss``;
+  ``SpanExtractor``, ``span_loss`` and ``best_spans`` for extractive question answering.
 
-Around it: ``course_utils.novels`` (sentences, next-sentence pairs and the two tasks built
+Around it: ``course_utils.novels`` (sentences, next-sentence pairs and the four tasks built
 from the shipped novels) and ``course_utils.bert_training`` (the WordPiece tokenizer,
 batches, ``pretrain``, ``evaluate_pretraining``, ``predict`` and the shipped checkpoint).
 A notebook imports each from where it lives (05 and 07: ``from course_utils import bert as B,
@@ -188,6 +189,10 @@ class BertPretraining:
     names_test: int          # 'names': at most this many test sentences
     probe_words: int         # words the per-layer probes of 'names' train on
     minilm_frozen_layers: int  # MiniLM's embeddings and this many lower layers stay fixed in fine-tuning
+    pair_train: int          # 'does b follow a?': training pairs (section 8)
+    pair_test: int
+    qa_train: int            # 'who ...?': at most this many training questions (section 8)
+    qa_test: int             # ...and test questions
     heldout_pairs: int = 2000  # NSP pairs of held-out paragraphs, to score pre-training
 
     def model_config(self) -> BertConfig:
@@ -200,7 +205,8 @@ FAST = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_heads=4, 
                        warmup=80, dropout=0.0, fine_tune_steps=60, fine_tune_batch=16,
                        fine_tune_lr_minilm=1e-4, fine_tune_lr_small_bert=5e-4, task_max_len=48,
                        book_train_per_class=100, book_test_per_class=50, names_train=800,
-                       names_test=400, probe_words=4000, minilm_frozen_layers=4)
+                       names_test=400, probe_words=4000, minilm_frozen_layers=4,
+                       pair_train=2000, pair_test=600, qa_train=800, qa_test=400)
 # Full: the same small BERT (and vocabulary) as fast and as the shipped checkpoint
 # (data/small_bert.pt, 8,000 steps of 32), pre-trained in the notebook for 800 steps of 128
 # pairs: 4x fast's text, drawn from the 120,000 pairs the shipped run drew (102,400 seen
@@ -216,7 +222,8 @@ FULL = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_heads=4, 
                        warmup=80, dropout=0.0, fine_tune_steps=60, fine_tune_batch=32,
                        fine_tune_lr_minilm=1e-4, fine_tune_lr_small_bert=5e-4, task_max_len=48,
                        book_train_per_class=300, book_test_per_class=100, names_train=3000,
-                       names_test=3000, probe_words=20000, minilm_frozen_layers=0)
+                       names_test=3000, probe_words=20000, minilm_frozen_layers=0,
+                       pair_train=6000, pair_test=1500, qa_train=800, qa_test=400)
 
 
 def pretraining_recipe(profile: str | None = None) -> BertPretraining:
@@ -235,6 +242,8 @@ def pretraining_recipe(profile: str | None = None) -> BertPretraining:
                          book_test_per_class=min(recipe.book_test_per_class, per_book),
                          names_train=min(recipe.names_train, size),
                          names_test=min(recipe.names_test, size),
+                         pair_train=min(recipe.pair_train, size), pair_test=min(recipe.pair_test, size),
+                         qa_train=min(recipe.qa_train, size), qa_test=min(recipe.qa_test, size),
                          batch_size=cap_batch(recipe.batch_size),
                          fine_tune_batch=cap_batch(recipe.fine_tune_batch))
     return recipe
@@ -457,6 +466,55 @@ class TokenClassifier(EncoderWithHead):
 
     def features(self, out):
         return out.last
+
+
+class SpanExtractor(EncoderWithHead):
+    """Extractive question answering (SQuAD style): for every token a *start* and an *end*
+    score, the dot products of its vector with two learned vectors (Devlin et al.'s S and
+    E): -> logits (batch, n, 2), ``[..., 0]`` start, ``[..., 1]`` end. Taught in: 05_bert."""
+
+    def __init__(self, encoder: nn.Module, dropout: float = 0.1):
+        super().__init__(encoder, 2, dropout)
+
+    def features(self, out):
+        return out.last
+
+
+def _span_scores(logits: torch.Tensor, allowed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if logits.dim() != 3 or logits.shape[-1] != 2:
+        raise ValueError(f"span logits must be (batch, n, 2), got {tuple(logits.shape)}")
+    if allowed.shape != logits.shape[:2]:
+        raise ValueError(f"allowed must be (batch, n) = {tuple(logits.shape[:2])}, got {tuple(allowed.shape)}")
+    if not bool(allowed.any(1).all()):
+        raise ValueError("every example needs at least one token a span may use (allowed is all False in a row)")
+    hidden = torch.finfo(logits.dtype).min
+    return (logits[..., 0].masked_fill(~allowed, hidden), logits[..., 1].masked_fill(~allowed, hidden))
+
+
+def span_loss(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The loss of a ``SpanExtractor``: the mean of two cross-entropies, of the start scores
+    against ``batch["start"]`` and of the end scores against ``batch["end"]`` (token
+    positions), each a softmax over the tokens ``batch["span_mask"]`` allows (the
+    passage's pieces). Taught in: 05_bert."""
+    logits = model(batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask"))
+    start, end = _span_scores(logits, batch["span_mask"].bool())
+    return (nn.functional.cross_entropy(start, batch["start"]) + nn.functional.cross_entropy(end, batch["end"])) / 2
+
+
+def best_spans(logits: torch.Tensor, allowed: torch.Tensor, max_tokens: int = 8
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The answer span of each example: the positions (start, end) with start <= end <
+    start + ``max_tokens``, both allowed, that maximise start score + end score.
+    logits (batch, n, 2), allowed (batch, n) -> two (batch,) tensors. Taught in: 05_bert."""
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    start, end = _span_scores(logits.float(), allowed.bool())
+    n = logits.shape[1]
+    score = start.unsqueeze(2) + end.unsqueeze(1)                 # (batch, start, end)
+    ok = torch.ones(n, n, dtype=torch.bool, device=logits.device).triu().tril(max_tokens - 1)
+    ok = ok & allowed.bool().unsqueeze(2) & allowed.bool().unsqueeze(1)
+    best = score.masked_fill(~ok, float("-inf")).flatten(1).argmax(1)
+    return best // n, best % n
 
 
 def classification_loss(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:

@@ -2,10 +2,11 @@
 ``course_utils.bert``.
 
 - ``train_wordpiece_tokenizer``: a WordPiece vocabulary trained with ``tokenizers``;
-- ``encode_classification``, ``encode_tagging``: texts and word lists to padded tensors;
+- ``encode_classification``, ``encode_tagging``, ``encode_spans``: texts, word lists and
+  question-passage pairs to padded tensors;
   ``make_batches`` and ``pretraining_batches`` (dynamic masking, one masking per epoch);
 - ``pretrain`` (AdamW, warm-up and linear decay, on ``training.train``),
-  ``evaluate_pretraining`` and ``predict``;
+  ``evaluate_pretraining``, ``predict`` and ``predict_spans``;
 - the shipped checkpoint: ``save_pretrained`` and ``load_pretrained`` (``data/small_bert.pt``).
 """
 
@@ -106,6 +107,43 @@ def encode_tagging(tokenizer, word_lists: Sequence[Sequence[str]], tags: Sequenc
             previous = word
     return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"],
             "attention_mask": enc["attention_mask"], "labels": labels}
+
+
+def encode_spans(tokenizer, questions: Sequence[Sequence[str]], passages: Sequence[Sequence[str]],
+                 answers: Sequence[tuple[int, int]], max_len: int) -> dict[str, torch.Tensor]:
+    """Extractive QA as tensors: ``[CLS] question [SEP] passage [SEP]`` (pre-split words; the
+    passage is cut when the pair is too long), ``span_mask`` 1 on the passage's pieces, and
+    ``start`` / ``end``: the first piece of the answer's first word and the last piece of
+    its last word (``answers``: (first word, last word) in the passage, inclusive). An
+    example whose answer does not fit in ``max_len`` raises. Taught in: 05_bert."""
+    if not len(questions) == len(passages) == len(answers):
+        raise ValueError(f"got {len(questions)} questions, {len(passages)} passages and {len(answers)} answers")
+    for i, question in enumerate(questions):   # [CLS] question [SEP], [SEP], and one piece of passage
+        if len(tokenizer(list(question), is_split_into_words=True)["input_ids"]) + 2 > max_len:
+            raise ValueError(f"question {i} leaves no room for its passage in {max_len} tokens: {' '.join(question)!r}")
+    enc = tokenizer([list(q) for q in questions], [list(p) for p in passages], is_split_into_words=True,
+                    truncation="only_second", max_length=max_len, padding="max_length", return_tensors="pt")
+    span_mask = torch.zeros_like(enc["input_ids"])
+    start, end = [], []
+    for i, (first, last) in enumerate(answers):
+        if not 0 <= first <= last < len(passages[i]):
+            raise ValueError(f"answer {i}: words {first}..{last} are not a span of a passage of {len(passages[i])} words")
+        words, segments = enc.word_ids(i), enc.sequence_ids(i)
+        pieces = [k for k, (w, seg) in enumerate(zip(words, segments)) if seg == 1 and w is not None]
+        span_mask[i, pieces] = 1
+        inside = [k for k in pieces if first <= words[k] <= last]
+        cut = bool(inside) and inside[-1] == pieces[-1] and sum(words[k] == last for k in inside) < len(
+            tokenizer([passages[i][last]], is_split_into_words=True, add_special_tokens=False)["input_ids"])
+        if not inside or words[inside[-1]] != last or cut:   # (cut: the passage ends inside the last word)
+            raise ValueError(f"answer {i} (words {first}..{last}) does not fit in {max_len} tokens")
+        start.append(inside[0])
+        end.append(inside[-1])
+    if not len(answers):
+        return {**{k: torch.zeros(0, max_len, dtype=torch.long) for k in ("input_ids", "token_type_ids", "attention_mask", "span_mask")},
+                "start": torch.zeros(0, dtype=torch.long), "end": torch.zeros(0, dtype=torch.long)}
+    return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"],
+            "attention_mask": enc["attention_mask"], "span_mask": span_mask,
+            "start": torch.tensor(start), "end": torch.tensor(end)}
 
 
 def make_batches(tensors: Mapping[str, torch.Tensor], batch_size: int, shuffle: bool = False,
@@ -224,6 +262,26 @@ def load_pretrained(path=None):
     model.load_state_dict({k: v.float() if v.is_floating_point() else v
                            for k, v in saved["state_dict"].items()})
     return model, _wrap_tokenizer(Tokenizer.from_str(saved["tokenizer"])), saved["info"]
+
+
+@torch.no_grad()
+def predict_spans(model: nn.Module, batches, max_tokens: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    """Predicted and true (start, end) of a ``SpanExtractor`` over ``batches`` (from
+    ``encode_spans``), in eval mode: two (count, 2) tensors on the CPU (the prediction by
+    ``bert.best_spans``). Taught in: 05_bert."""
+    from course_utils.bert import best_spans
+    from course_utils.training import to_device
+    device = check_device(model, what="predict_spans")
+    was_training = model.training
+    model.eval()
+    predicted, true = [], []
+    for batch in batches:
+        batch = to_device(batch, device)
+        logits = model(batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask"))
+        predicted.append(torch.stack(best_spans(logits, batch["span_mask"], max_tokens), 1).cpu())
+        true.append(torch.stack([batch["start"], batch["end"]], 1).cpu())
+    model.train(was_training)
+    return torch.cat(predicted), torch.cat(true)
 
 
 @torch.no_grad()

@@ -37,15 +37,19 @@ class BPEConfig:
     wordpiece_merges: int = 150   # WordPiece merges (its trainer recounts: keep it small)
     mt_merges: int = 4000         # merges per language for English-Spanish
     mt_min_freq: int = 2          # word-level vocabulary: words seen at least this often
-    mt_emb_size: int = 128        # translation model (full profile only): two of them, each
-    mt_hidden_size: int = 128     # 700 steps (4 epochs of the 11,191 pairs): both in 15 min on a
-    mt_steps: int = 700           # 2-core CPU, 164 s on an H200 shared five ways (issue 32's budget)
-    mt_batch_size: int = 64
+    mt_emb_size: int = 64         # the two translation models (words, BPE pieces) of section 7;
+    mt_hidden_size: int = 64      # fast: small and short, on the verse pairs of <= 12 words
+    mt_steps: int = 100           # (2,279): about 20 s for both on one CPU thread, too short to
+    mt_batch_size: int = 32       # learn to translate (BLEU about 1) but enough to show <unk>
+    mt_max_words: int | None = 12  # in the output; None: every training pair
     mt_lr: float = 2e-3
 
 
 FAST = BPEConfig()
-FULL = BPEConfig(num_merges=12000, wordpiece_words=4000, wordpiece_merges=400, mt_merges=8000)
+# full: 128 units, 700 steps of 64 (4 epochs of the 11,191 pairs): both models in 15 min on a
+# 2-core CPU, 164 s on an H200 shared five ways (issue 32's budget)
+FULL = BPEConfig(num_merges=12000, wordpiece_words=4000, wordpiece_merges=400, mt_merges=8000,
+                 mt_emb_size=128, mt_hidden_size=128, mt_steps=700, mt_batch_size=64, mt_max_words=None)
 
 
 #: In a smoke test (``COURSE_SMOKE_STEPS``) the BPE trainers learn at most this many merges:
@@ -73,8 +77,9 @@ def config(profile: str | None = None) -> BPEConfig:
 # Pre-tokenisation: the simple tokenisers of the slides
 # --------------------------------------------------------------------------------------
 
-#: Rule-based: runs of word characters, or runs of punctuation (what BERT and
-#: ``tokenizers.pre_tokenizers.Whitespace`` split on). Whitespace is dropped.
+#: Rule-based: runs of word characters, or runs of punctuation (what
+#: ``tokenizers.pre_tokenizers.Whitespace`` splits on; BERT makes each punctuation mark a
+#: token of its own). Whitespace is dropped.
 WORD_PATTERN = re.compile(r"\w+|[^\w\s]+")
 
 #: GPT-2-style pieces: a word keeps the space in front of it (" the"), numbers and
@@ -82,7 +87,7 @@ WORD_PATTERN = re.compile(r"\w+|[^\w\s]+")
 #: catches anything else, so the pieces always join back into the text. GPT-2 (and
 #: ``tokenizers.pre_tokenizers.ByteLevel``) write letters as \p{L}, which Python's ``re``
 #: lacks; ``[^\W\d_]`` gives the same pieces on the course's texts (checked in 06) but can
-#: differ on combining marks and non-decimal digits.
+#: differ on underscores and on number signs glued to a word (``x²``: ``\w`` counts ``²``).
 PIECE_PATTERN = re.compile(r"""'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?[^\s\w]+|\s+(?!\S)|\s+|[\s\S]""")
 
 

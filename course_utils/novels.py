@@ -5,16 +5,17 @@
   "documents": runs of consecutive paragraphs of one chapter), ``nsp_pairs`` (50 % true
   next sentence, 50 % a sentence of another document);
 - a train/test split by paragraph: ``split_paragraphs``;
-- two fine-tuning tasks: ``book_passages`` (which novel a passage comes from) and
+- four fine-tuning tasks: ``book_passages`` (which novel a passage comes from),
   ``name_tagging`` (which words are character names, from the name lists
-  ``CHARACTER_NAMES``: silver labels, see there).
+  ``CHARACTER_NAMES``: silver labels, see there), ``continuation_pairs`` (does b follow
+  a?) and ``who_questions`` (extractive questions whose answer is a name).
 """
 
 from __future__ import annotations
 
 import random
 import re
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 # -- sentences and next-sentence prediction ---------------------------------------------
 
@@ -64,15 +65,52 @@ def chapter_documents(paragraphs) -> list[list[str]]:
     a sentence's successor in its document is always its successor in the novel. Chapter 0
     (title lines) is left out. The paragraphs are taken to be distinct (as
     ``split_paragraphs`` gives them). Taught in: 05_bert."""
-    documents: list[list[str]] = []
+    return [sentences for _, _, sentences in _runs(paragraphs)]
+
+
+def _runs(paragraphs) -> list[tuple[str, int, list[str]]]:
+    """(book, chapter, sentences) of every run of consecutive paragraphs of one chapter."""
+    runs: list[tuple[str, int, list[str]]] = []
     previous = None
     for p in sorted((p for p in paragraphs if p.chapter > 0), key=lambda p: (p.book, p.paragraph)):
-        sentences = split_sentences(p.text)
         if previous != (p.book, p.chapter, p.paragraph - 1):
-            documents.append([])
-        documents[-1].extend(sentences)
+            runs.append((p.book, p.chapter, []))
+        runs[-1][2].extend(split_sentences(p.text))
         previous = (p.book, p.chapter, p.paragraph)
-    return [d for d in documents if d]
+    return [run for run in runs if run[2]]
+
+
+def continuation_pairs(paragraphs, num_pairs: int, max_words: int = 20, seed: int = 0
+                       ) -> list[tuple[str, str, int]]:
+    """``(a, b, label)`` for a sentence-pair task harder than NSP: label 1, ``b`` is the
+    sentence after ``a`` in the novel; label 0, ``b`` is a sentence of the *same novel* from
+    another chapter (NSP's negatives come from anywhere, so the topic alone often gives
+    them away). Both sentences have at most ``max_words`` words; exactly half the pairs are
+    1 (shuffled). Taught in: 05_bert."""
+    if not isinstance(num_pairs, int) or num_pairs < 2:
+        raise ValueError(f"num_pairs must be an int >= 2, got {num_pairs!r}")
+    short = lambda sentence: len(sentence.split()) <= max_words
+    runs = _runs(paragraphs)
+    starts = [(book, chapter, a, b) for book, chapter, sentences in runs
+              for a, b in zip(sentences, sentences[1:]) if short(a) and short(b)]
+    pool: dict[tuple[str, int], list[str]] = {}
+    for book, chapter, sentences in runs:
+        pool.setdefault((book, chapter), []).extend(filter(short, sentences))
+    if len(starts) < num_pairs:
+        raise ValueError(f"asked for {num_pairs} pairs, the paragraphs hold {len(starts)} sentence pairs "
+                         f"of <= {max_words} words")
+    rng = random.Random(seed)
+    pairs = []
+    for k, (book, chapter, a, b) in enumerate(rng.sample(starts, num_pairs)):
+        if k % 2 == 0:
+            pairs.append((a, b, 1))
+        else:
+            others = [key for key in pool if key[0] == book and key[1] != chapter and pool[key]]
+            if not others:
+                raise ValueError(f"{book} has no other chapter to draw a negative from")
+            pairs.append((a, rng.choice(pool[rng.choice(others)]), 0))
+    rng.shuffle(pairs)
+    return pairs
 
 
 # -- fine-tuning tasks ---------------------------------------------------------------------
@@ -131,6 +169,58 @@ def name_tagging(paragraphs, books: Sequence[str], max_words: int = 40, min_name
                 examples.append((ws, tags))
     random.Random(seed).shuffle(examples)
     return examples
+
+
+class WhoQuestion(NamedTuple):
+    """An extractive question about a sentence of a novel: ``question`` ("who" and the word
+    after a name), ``passage`` (the sentence's words), ``answer`` (the inclusive word span of
+    the name asked for) and ``names`` (the spans of every name of the sentence, in order)."""
+    question: list[str]
+    passage: list[str]
+    answer: tuple[int, int]
+    names: list[tuple[int, int]]
+
+
+def who_questions(paragraphs, books: Sequence[str], max_words: int = 30, seed: int = 0) -> list[WhoQuestion]:
+    """SQuAD-style questions made from the text: in a sentence of ``books`` with at least two
+    different character names (``CHARACTER_NAMES``; consecutive name words are one name,
+    "Frank Churchill"), a name followed by a word ``w`` (letters, not a name, once in the
+    sentence) gives the question "who ``w``" whose answer is that name: "who will" in
+    "... Elinor will, in all probability ..." is *Elinor*. Every such name gives a question;
+    shuffled.
+    Taught in: 05_bert."""
+    unknown = sorted(set(books) - set(CHARACTER_NAMES))
+    if unknown:
+        raise ValueError(f"no name list for {unknown}; books with one: {sorted(CHARACTER_NAMES)}")
+    questions = []
+    for p in paragraphs:
+        if p.book not in books:
+            continue
+        names = set(CHARACTER_NAMES[p.book])
+        for sentence in split_sentences(p.text):
+            ws = words(sentence)
+            if len(ws) > max_words:
+                continue
+            spans, i = [], 0
+            while i < len(ws):
+                if ws[i] in names:
+                    j = i
+                    while j + 1 < len(ws) and ws[j + 1] in names:
+                        j += 1
+                    spans.append((i, j))
+                    i = j + 1
+                else:
+                    i += 1
+            lowered = [w.lower() for w in ws]
+            for first, last in spans:
+                others = [s for s in spans if ws[s[0]:s[1] + 1] != ws[first:last + 1]]
+                if not others or last + 1 == len(ws):
+                    continue
+                w = ws[last + 1]
+                if w.isalpha() and w not in names and lowered.count(w.lower()) == 1:
+                    questions.append(WhoQuestion(["who", w], ws, (first, last), spans))
+    random.Random(seed).shuffle(questions)
+    return questions
 
 
 def split_paragraphs(paragraphs, test_every: int = 5):

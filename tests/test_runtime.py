@@ -190,7 +190,6 @@ def test_course_setup_sets_the_figure_style_and_runtime_leaves_views_alone():
     assert f"SCREEN {float(viz.STYLES[False]['font.size'])}" in out, out
 
 
-
 def test_the_thread_count_reaches_numpys_and_scipys_blas():
     # in a fresh interpreter (the limit is process-wide): numpy's OpenBLAS, loaded before
     # setup(), is limited by threadpoolctl; scipy's, loaded after, by the variable
