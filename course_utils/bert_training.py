@@ -270,18 +270,9 @@ def predict_spans(model: nn.Module, batches, max_tokens: int = 8) -> tuple[torch
     ``encode_spans``), in eval mode: two (count, 2) tensors on the CPU (the prediction by
     ``bert.best_spans``). Taught in: 05_bert."""
     from course_utils.bert import best_spans
-    from course_utils.training import to_device
-    device = check_device(model, what="predict_spans")
-    was_training = model.training
-    model.eval()
-    predicted, true = [], []
-    for batch in batches:
-        batch = to_device(batch, device)
-        logits = model(batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask"))
-        predicted.append(torch.stack(best_spans(logits, batch["span_mask"], max_tokens), 1).cpu())
-        true.append(torch.stack([batch["start"], batch["end"]], 1).cpu())
-    model.train(was_training)
-    return torch.cat(predicted), torch.cat(true)
+    return _predicted_and_true(model, batches, "predict_spans", lambda logits, batch: (
+        torch.stack(best_spans(logits, batch["span_mask"], max_tokens), 1),
+        torch.stack([batch["start"], batch["end"]], 1)))
 
 
 @torch.no_grad()
@@ -289,16 +280,25 @@ def predict(model: nn.Module, batches) -> tuple[torch.Tensor, torch.Tensor]:
     """Predicted and true labels over ``batches`` (positions labelled -100 dropped), in
     eval mode; batches go to the model's device, the labels come back on the CPU.
     Taught in: 05_bert."""
+    def labels(logits, batch):
+        keep = batch["labels"] != IGNORE_INDEX
+        return logits.argmax(-1)[keep], batch["labels"][keep]
+    return _predicted_and_true(model, batches, "predict", labels)
+
+
+def _predicted_and_true(model: nn.Module, batches, what: str, pick) -> tuple[torch.Tensor, torch.Tensor]:
+    """``pick(logits, batch) -> (predicted, true)`` over ``batches`` in eval mode, on the
+    model's device; both concatenated on the CPU."""
     from course_utils.training import to_device
-    device = check_device(model, what="predict")
+    device = check_device(model, what=what)
     was_training = model.training
     model.eval()
     predicted, true = [], []
     for batch in batches:
         batch = to_device(batch, device)
         logits = model(batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask"))
-        keep = batch["labels"] != IGNORE_INDEX
-        predicted.append(logits.argmax(-1)[keep].cpu())
-        true.append(batch["labels"][keep].cpu())
+        p, t = pick(logits, batch)
+        predicted.append(p.cpu())
+        true.append(t.cpu())
     model.train(was_training)
     return torch.cat(predicted), torch.cat(true)

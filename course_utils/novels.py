@@ -149,24 +149,28 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
+def _sentences_with_names(paragraphs, books: Sequence[str]):
+    """(words, the book's character names) of every sentence of ``books``."""
+    unknown = sorted(set(books) - set(CHARACTER_NAMES))
+    if unknown:
+        raise ValueError(f"no name list for {unknown}; books with one: {sorted(CHARACTER_NAMES)}")
+    for p in paragraphs:
+        if p.book in books:
+            names = set(CHARACTER_NAMES[p.book])
+            for sentence in split_sentences(p.text):
+                yield words(sentence), names
+
+
 def name_tagging(paragraphs, books: Sequence[str], max_words: int = 40, min_names: int = 1,
                  seed: int = 0) -> list[tuple[list[str], list[int]]]:
     """Sentences of ``books`` as (words, tags), tag 1 where the word is a character name of
     that book (case-sensitive, see ``CHARACTER_NAMES``), 0 elsewhere; only sentences of at
     most ``max_words`` words with at least ``min_names`` names, shuffled. Taught in: 05_bert."""
-    unknown = sorted(set(books) - set(CHARACTER_NAMES))
-    if unknown:
-        raise ValueError(f"no name list for {unknown}; books with one: {sorted(CHARACTER_NAMES)}")
     examples = []
-    for p in paragraphs:
-        if p.book not in books:
-            continue
-        names = set(CHARACTER_NAMES[p.book])
-        for sentence in split_sentences(p.text):
-            ws = words(sentence)
-            tags = [int(w in names) for w in ws]
-            if 3 <= len(ws) <= max_words and sum(tags) >= min_names:
-                examples.append((ws, tags))
+    for ws, names in _sentences_with_names(paragraphs, books):
+        tags = [int(w in names) for w in ws]
+        if 3 <= len(ws) <= max_words and sum(tags) >= min_names:
+            examples.append((ws, tags))
     random.Random(seed).shuffle(examples)
     return examples
 
@@ -189,36 +193,28 @@ def who_questions(paragraphs, books: Sequence[str], max_words: int = 30, seed: i
     "... Elinor will, in all probability ..." is *Elinor*. Every such name gives a question;
     shuffled.
     Taught in: 05_bert."""
-    unknown = sorted(set(books) - set(CHARACTER_NAMES))
-    if unknown:
-        raise ValueError(f"no name list for {unknown}; books with one: {sorted(CHARACTER_NAMES)}")
     questions = []
-    for p in paragraphs:
-        if p.book not in books:
+    for ws, names in _sentences_with_names(paragraphs, books):
+        if len(ws) > max_words:
             continue
-        names = set(CHARACTER_NAMES[p.book])
-        for sentence in split_sentences(p.text):
-            ws = words(sentence)
-            if len(ws) > max_words:
+        spans, i = [], 0
+        while i < len(ws):
+            if ws[i] in names:
+                j = i
+                while j + 1 < len(ws) and ws[j + 1] in names:
+                    j += 1
+                spans.append((i, j))
+                i = j + 1
+            else:
+                i += 1
+        lowered = [w.lower() for w in ws]
+        for first, last in spans:
+            others = [s for s in spans if ws[s[0]:s[1] + 1] != ws[first:last + 1]]
+            if not others or last + 1 == len(ws):
                 continue
-            spans, i = [], 0
-            while i < len(ws):
-                if ws[i] in names:
-                    j = i
-                    while j + 1 < len(ws) and ws[j + 1] in names:
-                        j += 1
-                    spans.append((i, j))
-                    i = j + 1
-                else:
-                    i += 1
-            lowered = [w.lower() for w in ws]
-            for first, last in spans:
-                others = [s for s in spans if ws[s[0]:s[1] + 1] != ws[first:last + 1]]
-                if not others or last + 1 == len(ws):
-                    continue
-                w = ws[last + 1]
-                if w.isalpha() and w not in names and lowered.count(w.lower()) == 1:
-                    questions.append(WhoQuestion(["who", w], ws, (first, last), spans))
+            w = ws[last + 1]
+            if w.isalpha() and w not in names and lowered.count(w.lower()) == 1:
+                questions.append(WhoQuestion(["who", w], ws, (first, last), spans))
     random.Random(seed).shuffle(questions)
     return questions
 

@@ -220,3 +220,16 @@ class EsEnRecipe:
 
 
 ES_EN = EsEnRecipe()
+
+
+def fit_es_en(model: Seq2Seq, train_data: TranslationData, recipe: EsEnRecipe = ES_EN, progress: bool = True,
+              desc: str = "English -> Spanish"):
+    """Train ``model`` (built from ``recipe.model_config(train_data)``, on its device) as the
+    recipe says: Adam at ``recipe.lr``, ``recipe.steps`` steps of ``recipe.batch_size``
+    verse pairs, a new order each pass; returns ``training.train``'s history. One run for
+    02's full profile and for scripts/train_es_en_attention.py (the shipped weights).
+    Taught in: 02_bahdanau_attention."""
+    from course_utils.training import train
+    optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr)
+    return train(model, lambda epoch: train_data.batches(recipe.batch_size, shuffle=True, seed=epoch), seq2seq_loss,
+                 optimizer, max_steps=recipe.steps, progress=progress, desc=desc)

@@ -31,8 +31,8 @@ from _shipping import DATA_DIR, machine_line, record_checkpoint  # noqa: E402
 from course_utils import data  # noqa: E402
 from course_utils.decoding import score_translations  # noqa: E402
 from course_utils.runtime import setup  # noqa: E402
-from course_utils.seq2seq import ES_EN, SHIPPED_ES_EN, Seq2Seq, seq2seq_loss  # noqa: E402
-from course_utils.training import count_parameters, save_checkpoint, train  # noqa: E402
+from course_utils.seq2seq import ES_EN, SHIPPED_ES_EN, Seq2Seq, fit_es_en  # noqa: E402
+from course_utils.training import count_parameters, save_checkpoint  # noqa: E402
 
 
 def main() -> None:
@@ -45,10 +45,8 @@ def main() -> None:
     es_train = data.TranslationData.build(es.train, min_freq=recipe.min_freq)
     torch.manual_seed(0)
     model = Seq2Seq(recipe.model_config(es_train)).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr)
     started = time.perf_counter()
-    history = train(model, lambda e: es_train.batches(recipe.batch_size, shuffle=True, seed=e), seq2seq_loss,
-                    optimizer, max_steps=recipe.steps, progress=False)
+    history = fit_es_en(model, es_train, recipe, progress=False)
     minutes = (time.perf_counter() - started) / 60
     model.eval()
     beam = score_translations(model, es_train, es.test, method="beam", beam_size=4, alpha=1.0)
