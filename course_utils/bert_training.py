@@ -118,9 +118,13 @@ def encode_spans(tokenizer, questions: Sequence[Sequence[str]], passages: Sequen
     example whose answer does not fit in ``max_len`` raises. Taught in: 05_bert."""
     if not len(questions) == len(passages) == len(answers):
         raise ValueError(f"got {len(questions)} questions, {len(passages)} passages and {len(answers)} answers")
-    for i, question in enumerate(questions):   # [CLS] question [SEP], [SEP], and one piece of passage
-        if len(tokenizer(list(question), is_split_into_words=True)["input_ids"]) + 2 > max_len:
-            raise ValueError(f"question {i} leaves no room for its passage in {max_len} tokens: {' '.join(question)!r}")
+    if not len(answers):
+        return {**{k: torch.zeros(0, max_len, dtype=torch.long) for k in ("input_ids", "token_type_ids", "attention_mask", "span_mask")},
+                "start": torch.zeros(0, dtype=torch.long), "end": torch.zeros(0, dtype=torch.long)}
+    lengths = map(len, tokenizer([list(q) for q in questions], is_split_into_words=True)["input_ids"])
+    for i, length in enumerate(lengths):   # [CLS] question [SEP], [SEP], and one piece of passage
+        if length + 2 > max_len:
+            raise ValueError(f"question {i} leaves no room for its passage in {max_len} tokens: {' '.join(questions[i])!r}")
     enc = tokenizer([list(q) for q in questions], [list(p) for p in passages], is_split_into_words=True,
                     truncation="only_second", max_length=max_len, padding="max_length", return_tensors="pt")
     span_mask = torch.zeros_like(enc["input_ids"])
@@ -138,9 +142,6 @@ def encode_spans(tokenizer, questions: Sequence[Sequence[str]], passages: Sequen
             raise ValueError(f"answer {i} (words {first}..{last}) does not fit in {max_len} tokens")
         start.append(inside[0])
         end.append(inside[-1])
-    if not len(answers):
-        return {**{k: torch.zeros(0, max_len, dtype=torch.long) for k in ("input_ids", "token_type_ids", "attention_mask", "span_mask")},
-                "start": torch.zeros(0, dtype=torch.long), "end": torch.zeros(0, dtype=torch.long)}
     return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"],
             "attention_mask": enc["attention_mask"], "span_mask": span_mask,
             "start": torch.tensor(start), "end": torch.tensor(end)}

@@ -96,6 +96,10 @@ def continuation_pairs(paragraphs, num_pairs: int, max_words: int = 20, seed: in
     pool: dict[tuple[str, int], list[str]] = {}
     for book, chapter, sentences in runs:
         pool.setdefault((book, chapter), []).extend(filter(short, sentences))
+    chapters: dict[str, list[tuple[str, int]]] = {}   # a book's chapters that hold a short sentence
+    for key, sentences in pool.items():
+        if sentences:
+            chapters.setdefault(key[0], []).append(key)
     if len(starts) < num_pairs:
         raise ValueError(f"asked for {num_pairs} pairs, the paragraphs hold {len(starts)} sentence pairs "
                          f"of <= {max_words} words")
@@ -105,7 +109,7 @@ def continuation_pairs(paragraphs, num_pairs: int, max_words: int = 20, seed: in
         if k % 2 == 0:
             pairs.append((a, b, 1))
         else:
-            others = [key for key in pool if key[0] == book and key[1] != chapter and pool[key]]
+            others = [key for key in chapters.get(book, ()) if key[1] != chapter]
             if not others:
                 raise ValueError(f"{book} has no other chapter to draw a negative from")
             pairs.append((a, rng.choice(pool[rng.choice(others)]), 0))
