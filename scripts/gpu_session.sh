@@ -30,25 +30,33 @@ timeout 150 python3 scripts/gpu_step_probe.py $R/probe.json > $R/probe.log 2>&1
 tail -20 $R/probe.log
 fi
 
-if [[ " $STAGES " == *" unit "* ]]; then
-COURSE_DEVICE=cuda COURSE_PROFILE=fast COURSE_NUM_THREADS=1 timeout $LIMIT python3 -m pytest -q -n 6 \
+unit_tests() {
+COURSE_DEVICE=cuda COURSE_PROFILE=fast COURSE_NUM_THREADS=1 timeout $LIMIT python3 -m pytest -q -n ${UNIT_WORKERS:-6} \
     -p no:cacheprovider --timeout 120 --junitxml=$R/junit.xml -rf \
     --ignore-glob='tests/test_browser_*.py' --ignore=tests/test_slides.py --ignore=tests/test_book.py \
     --ignore=tests/test_install_check.py --ignore=tests/test_assignments.py \
     --ignore=tests/test_grader_sandbox.py --ignore=tests/test_grader_redteam.py \
     --deselect tests/test_notebooks.py::test_notebook_is_stored_executed_without_errors \
     tests > $R/unit.log 2>&1
-echo "unit tests: exit $?"; tail -15 $R/unit.log
+echo "unit tests: exit $?" >> $R/unit.log
+}
+# BESIDE=1 runs the unit tests beside the notebooks (one call's limit holds both; the times
+# then overstate each), else before them.
+if [[ " $STAGES " == *" unit "* ]]; then
+    if [ "${BESIDE:-0}" = 1 ]; then unit_tests & unit=$!; else unit_tests; tail -15 $R/unit.log; fi
 fi
 
 if [[ " $STAGES " == *" full "* ]]; then
+nbpids=()
 for nb in $NBS; do
-    while [ "$(jobs -rp | wc -l)" -gt "$JOBS" ]; do sleep 2; done   # the packer is one job
-    ( COURSE_PROFILE=full COURSE_NUM_THREADS=2 COURSE_RESULTS_DIR=$R/results \
+    while [ "$(jobs -rp | wc -l)" -gt $(( JOBS + ${BESIDE:-0} )) ]; do sleep 2; done   # the packer is one job
+    ( COURSE_PROFILE=full COURSE_NUM_THREADS=${NB_THREADS:-2} COURSE_RESULTS_DIR=$R/results \
       timeout $LIMIT python3 .gpu/run_notebook.py "$nb" $R/nb > "$R/$(basename "$nb" .ipynb).log" 2>&1 ) &
+    nbpids+=($!)
 done
-while [ "$(jobs -rp | wc -l)" -gt 1 ]; do sleep 2; done
+wait "${nbpids[@]}"
 fi
+if [ -n "${unit:-}" ]; then wait $unit; tail -15 $R/unit.log; fi
 kill $packer; tar czf "$OUT/res.tgz" -C /tmp res
 for f in $R/nb/*.json; do
     python3 -c "import json; r = json.load(open('$f')); print(r['notebook'], r['status'], round(r['elapsed']), 's')"
