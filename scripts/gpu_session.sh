@@ -7,6 +7,9 @@
 #   3. the full profile of NBS (default: every notebook), JOBS at a time (nine at once slowed
 #      each other up to 7x on 2026-11-25 and about 1.6x on 2026-11-26, when all nine ran to
 #      their end in 494 s: time them alone, JOBS=1, when the time is the point).
+# All at once, 02-04 start before the notebooks whose results they read (scripts/run_full.py's
+# READS) have written them: their comparison figures then lack those lines (01 -> 04 in order
+# takes about 18 minutes on an H200, more than a call); each notebook's own results are whole.
 # (The grader's tests are left out: they need nbgrader, which a GPU node may lack, and grading
 # runs on the CPU on every machine.) Everything is written to /tmp/res and packed into $OUT/res.tgz every 15 s.
 # Here, first: ../shared/gpu/bundle.sh (writes .gpu/, ignored by git), and strip the stored
