@@ -291,41 +291,7 @@ def watch() -> None:
     by_owner: dict = {}
     for owner, key in seen:
         by_owner.setdefault(owner, []).append(key)
-    state = _state()
-    _first_look = {"objects": seen, "owners": owners, "by_owner": by_owner, "state": state,
-                   "clean": {None: (_identities(None), state), QUICK: (_identities(QUICK), state)}}
-
-
-def _identities(modules: tuple[str, ...] | None = None) -> list:
-    """Everything ``_look`` reads, as identities: for each module it looks at (the same ones)
-    the module, its names and values, those of each class defined there, and each function's
-    code and defaults, by ``id`` only (no comparison a submission could answer: the objects of
-    the first look are kept alive, so an id is never reused). Built and compared in C: a
-    tenth of a look's time. Equal identities mean that ``changed`` would find what it found
-    for the state they were taken from."""
-    import types
-    ids, functions = [], []
-    for name, module in list(sys.modules.items()) if modules is None else [(m, sys.modules.get(m)) for m in modules]:
-        if name.split(".")[0] not in WATCHED or not issubclass(type(module), types.ModuleType):
-            continue
-        names = vars(module)
-        values = list(names.values())
-        ids += [id(name), id(module), list(map(id, names)), list(map(id, values))]
-        functions += values
-        for value in values:
-            if issubclass(type(value), type) and str(vars(value).get("__module__", "")).split(".")[0] in WATCHED:
-                inside = list(vars(value).values())
-                ids += [id(value), list(map(id, vars(value))), list(map(id, inside))]
-                functions += inside
-    for f in functions:
-        if type(f) in (classmethod, staticmethod):
-            f = f.__func__
-        elif type(f) is property:
-            functions.extend(part for part in (f.fget, f.fset, f.fdel) if part is not None)
-            continue
-        if type(f) is types.FunctionType:
-            ids += [id(f), id(f.__code__), id(f.__defaults__), id(f.__kwdefaults__)]
-    return ids
+    _first_look = {"objects": seen, "owners": owners, "by_owner": by_owner, "state": _state()}
 
 
 def _private(name: str) -> bool:
@@ -366,19 +332,6 @@ def changed(modules: tuple[str, ...] | None = None) -> list[str]:
     compare those only (and the torch modes and hooks)."""
     if _first_look is None:
         return []
-    # the quick way: nothing moved since a state in which nothing was found (the first look,
-    # or the last state found clean): nothing is found now either
-    identities, state = _identities(modules), _state()
-    if _first_look["clean"].get(modules) == (identities, state):
-        return []
-    found = _compare(modules)
-    if not found:
-        _first_look["clean"][modules] = (identities, state)
-    return found
-
-
-def _compare(modules: tuple[str, ...] | None) -> list[str]:
-    """``changed``'s comparison with the first look, in words."""
     before, owners = _first_look["objects"], _first_look["owners"]
     now, looked = _look(modules)
     found = []
@@ -761,9 +714,10 @@ def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = No
                     probes[question] = text
 
         def _cut_by_the_limit(self, cell, cell_index):
-            # the kernel may answer the time limit's interrupt with its own KeyboardInterrupt
-            # before nbclient writes its timeout error: past the deadline that is the limit too
-            # (else the cell reads as the student's error and the submission as not timed out)
+            # the time limit's interrupt leaves the kernel's KeyboardInterrupt as the cell's only
+            # error output (nbclient's timeout error goes into the reply, not the outputs): past
+            # the deadline it is the limit (else, in the last cell, it read as the student's
+            # error, and the submission as not timed out)
             if deadline is not None and time.monotonic() >= deadline and cell.get("cell_type") == "code":
                 for i, out in enumerate(cell.get("outputs", [])):
                     if out.get("output_type") == "error" and out.get("ename") == "KeyboardInterrupt":

@@ -524,7 +524,7 @@ def test_honest_answers_written_another_way_raise_no_flag():
 
 # ---- a folder in, a CSV out -----------------------------------------------------------------
 
-# seconds per submission in the mixed folder: a3 runs in 5-15 s in its sandbox on a 2-core Xeon, 45-75 s on a
+# seconds per submission in the mixed folder: a3 runs in 5-15 s in its sandbox on a 2-core Xeon, 50-75 s on a
 # loaded 2-core AMD EPYC, where 60 s cut its last probe (hal: 10-50 s on the Xeon); the infinite loop
 # waits the whole limit, beside the other submissions
 TIME_LIMIT = 120

@@ -9,6 +9,7 @@ sandbox's probe cell probes them (``grader_sandbox.probe``), and judged as the g
 """
 
 import functools
+import os
 import tempfile
 from pathlib import Path
 
@@ -270,3 +271,31 @@ def test_the_solutions_score_every_question_judged_outside(name, tmp_path):
     questions = [gid for gid, q in _checks(name).items() if isinstance(q, grader_verdicts.Question)]
     points = A.points(T._source(name))
     assert _points(name, questions, _namespace(name), tmp_path) == (sum(points[q] for q in questions), {})
+
+
+def test_the_check_of_torch_looks_before_it_reads_torch_s_state(tmp_path):
+    """A faster check (compare identities, read the state, then look only when something
+    moved) once let this through (a red team, 2026-11-27): a value the look tolerates (not
+    code: torch.library's set of kernels swapped for a set subclass) runs the student's code
+    when the state is read, which put a replaced ``torch.equal`` back before the look. The
+    look must come first: it sees the replacement."""
+    import subprocess
+    import sys
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import torch, torch.library as L, course_utils.data, grader_sandbox as G\n"
+        "G.watch(); assert G.changed() == []\n"
+        "real, saved = torch.equal, []\n"
+        "class Trap(set):\n"
+        "    def __iter__(self):\n"
+        "        while saved:\n"
+        "            owner, name, value = saved.pop(); setattr(owner, name, value)\n"
+        "        return set.__iter__(self)\n"
+        "L._impls = Trap(L._impls)\n"
+        "assert G.changed() == [], G.changed()  # tolerated alone\n"
+        "saved.append((torch, 'equal', real)); torch.equal = lambda a, b: True\n"
+        "print(G.changed())\n")
+    out = subprocess.run([sys.executable, "-c", code, str(T.ROOT / "scripts")], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "COURSE_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "torch.equal was replaced" in out.stdout, out.stdout
