@@ -121,11 +121,12 @@ def encode_spans(tokenizer, questions: Sequence[Sequence[str]], passages: Sequen
     if not len(answers):
         return {**{k: torch.zeros(0, max_len, dtype=torch.long) for k in ("input_ids", "token_type_ids", "attention_mask", "span_mask")},
                 "start": torch.zeros(0, dtype=torch.long), "end": torch.zeros(0, dtype=torch.long)}
-    lengths = map(len, tokenizer([list(q) for q in questions], is_split_into_words=True)["input_ids"])
+    question_words = [list(q) for q in questions]
+    lengths = map(len, tokenizer(question_words, is_split_into_words=True)["input_ids"])
     for i, length in enumerate(lengths):   # [CLS] question [SEP], [SEP], and one piece of passage
         if length + 2 > max_len:
             raise ValueError(f"question {i} leaves no room for its passage in {max_len} tokens: {' '.join(questions[i])!r}")
-    enc = tokenizer([list(q) for q in questions], [list(p) for p in passages], is_split_into_words=True,
+    enc = tokenizer(question_words, [list(p) for p in passages], is_split_into_words=True,
                     truncation="only_second", max_length=max_len, padding="max_length", return_tensors="pt")
     span_mask = torch.zeros_like(enc["input_ids"])
     start, end = [], []
