@@ -9,7 +9,7 @@ module is the model, top to bottom:
   random token, 10 % unchanged);
 - the input representation: ``build_input`` ([CLS] a [SEP] b [SEP], token type ids,
   attention mask) and ``truncate_pair``;
-- a small BERT: ``BertConfig``, the recipes ``FAST``/``FULL``, ``BertEncoder``,
+- a small BERT: ``BertConfig`` (its recipes: ``course_utils.recipes``), ``BertEncoder``,
   ``BertForPreTraining``, ``pretraining_loss``; ``HFEncoder`` puts a Hugging Face encoder
   (all-MiniLM-L6-v2) behind the same interface;
 - fine-tuning heads: ``SequenceClassifier`` and ``TokenClassifier``, ``classification_loss``;
@@ -36,7 +36,6 @@ import torch
 from torch import nn
 
 from course_utils.attention import causal_mask
-from course_utils.runtime import pick
 from course_utils.transformer import EncoderLayer
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -161,92 +160,6 @@ class BertConfig:
         for name in ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "max_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-
-
-@dataclass
-class BertPretraining:
-    """How 05 pre-trains its small BERT and runs its fine-tuning comparison (per profile)."""
-    vocab_size: int          # WordPiece vocabulary trained on the novels
-    d_model: int
-    num_layers: int
-    num_heads: int
-    d_ff: int
-    max_len: int             # tokens per [CLS] a [SEP] b [SEP] pair
-    num_pairs: int           # NSP pairs drawn (each is masked anew every epoch)
-    batch_size: int
-    steps: int
-    lr: float
-    warmup: int
-    dropout: float           # off: less than one pass over the pairs does not overfit
-    fine_tune_steps: int     # steps of each fine-tuning run of 05 (same for every model)
-    fine_tune_batch: int
-    fine_tune_lr_minilm: float      # for pre-trained MiniLM (the smaller rate)
-    fine_tune_lr_small_bert: float  # for the small BERTs and the random-weights MiniLM
-    task_max_len: int        # tokens per example in the fine-tuning tasks
-    book_train_per_class: int  # 'which novel': training passages per novel
-    book_test_per_class: int
-    names_train: int         # 'names': training sentences
-    names_test: int          # 'names': at most this many test sentences
-    probe_words: int         # words the per-layer probes of 'names' train on
-    minilm_frozen_layers: int  # MiniLM's embeddings and this many lower layers stay fixed in fine-tuning
-    pair_train: int          # 'does b follow a?': training pairs (section 8)
-    pair_test: int
-    qa_train: int            # 'who ...?': at most this many training questions (section 8)
-    qa_test: int             # ...and test questions
-    heldout_pairs: int = 2000  # NSP pairs of held-out paragraphs, to score pre-training
-
-    def model_config(self) -> BertConfig:
-        return BertConfig(self.vocab_size, self.d_model, self.num_layers, self.num_heads,
-                          self.d_ff, self.max_len, dropout=self.dropout)
-
-
-FAST = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_heads=4, d_ff=256,
-                       max_len=48, num_pairs=30_000, batch_size=32, steps=800, lr=1e-3,
-                       warmup=80, dropout=0.0, fine_tune_steps=60, fine_tune_batch=16,
-                       fine_tune_lr_minilm=1e-4, fine_tune_lr_small_bert=5e-4, task_max_len=48,
-                       book_train_per_class=100, book_test_per_class=50, names_train=800,
-                       names_test=400, probe_words=4000, minilm_frozen_layers=4,
-                       pair_train=2000, pair_test=600, qa_train=800, qa_test=400)
-# Full: the same small BERT (and vocabulary) as fast and as the shipped checkpoint
-# (data/small_bert.pt, 8,000 steps of 32), pre-trained in the notebook for 800 steps of 128
-# pairs: 4x fast's text, drawn from the 120,000 pairs the shipped run drew (102,400 seen
-# once; the shipped run saw 256,000). Fine-tuning: the same 60 steps, in batches of 32 on
-# 3x the passages and ~4x the name sentences, all six of MiniLM's layers trained. Measured
-# on one thread of a 2-core Xeon (2026-11-26, another job beside it): a pre-training step
-# 190 ms (the cell about 3 min of CPU), a fine-tuning run of MiniLM about 60 s of CPU, of
-# the small BERT 2-3 s; the whole notebook 1,123 s wall at about half a core, 585 s of
-# CPU time. On a GPU the steps count, not their size: 800 + 22 runs x 60 = 2,120 steps,
-# as many as fast.
-FULL = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_heads=4, d_ff=256,
-                       max_len=48, num_pairs=120_000, batch_size=128, steps=800, lr=1e-3,
-                       warmup=80, dropout=0.0, fine_tune_steps=60, fine_tune_batch=32,
-                       fine_tune_lr_minilm=1e-4, fine_tune_lr_small_bert=5e-4, task_max_len=48,
-                       book_train_per_class=300, book_test_per_class=100, names_train=3000,
-                       names_test=3000, probe_words=20000, minilm_frozen_layers=0,
-                       pair_train=6000, pair_test=1500, qa_train=800, qa_test=400)
-
-
-def pretraining_recipe(profile: str | None = None) -> BertPretraining:
-    """The fast or full recipe of 05; in a smoke test (``COURSE_SMOKE_STEPS``) the same
-    models with few examples (``runtime.smoke_eval_size()``) in small batches
-    (``runtime.cap_batch``). Taught in: 05_bert."""
-    from dataclasses import replace
-    from course_utils.runtime import cap_batch, smoke_eval_size
-    recipe = pick(FAST, FULL, profile)
-    size = smoke_eval_size()
-    if size is not None:
-        per_book = max(2, size // 32)   # MiniLM's features and fine-tuning at full length cost most
-        recipe = replace(recipe, num_pairs=min(recipe.num_pairs, 8 * size),
-                         heldout_pairs=min(recipe.heldout_pairs, size),
-                         book_train_per_class=min(recipe.book_train_per_class, per_book),
-                         book_test_per_class=min(recipe.book_test_per_class, per_book),
-                         names_train=min(recipe.names_train, size),
-                         names_test=min(recipe.names_test, size),
-                         pair_train=min(recipe.pair_train, size), pair_test=min(recipe.pair_test, size),
-                         qa_train=min(recipe.qa_train, size), qa_test=min(recipe.qa_test, size),
-                         batch_size=cap_batch(recipe.batch_size),
-                         fine_tune_batch=cap_batch(recipe.fine_tune_batch))
-    return recipe
 
 
 @dataclass

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from course_utils.bert import (IGNORE_INDEX, SPECIAL_TOKENS, BertConfig, BertForPreTraining,
-                               BertPretraining, PretrainingLog, mask_tokens, pretraining_loss)
+                               PretrainingLog, mask_tokens, pretraining_loss)
 from course_utils.runtime import check_device
 
 # -- tokenizers and batches --------------------------------------------------------------
@@ -196,9 +196,10 @@ def pretraining_batches(tokenizer, pairs: Sequence[tuple[str, str, int]], batch_
 
 # -- pre-training and evaluation ---------------------------------------------------------
 
-def pretrain(model: BertForPreTraining, tokenizer, pairs, recipe: BertPretraining,
+def pretrain(model: BertForPreTraining, tokenizer, pairs, recipe,
              steps: int | None = None, seed: int = 0, progress: bool = True):
-    """Pre-train with MLM + NSP on ``pairs`` (from ``nsp_pairs``): AdamW, linear warm-up
+    """Pre-train with MLM + NSP on ``pairs`` (from ``nsp_pairs``) as ``recipe`` (a
+    ``recipes.BertPretraining``) says: AdamW, linear warm-up
     then linear decay to 0 over ``steps`` (default ``recipe.steps``). Returns the
     ``training.History`` and the ``PretrainingLog``. Taught in: 05_bert."""
     from course_utils.training import train

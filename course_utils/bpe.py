@@ -23,55 +23,10 @@ import functools
 import heapq
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 UNK_TOKEN = "[UNK]"
 
-
-@dataclass(frozen=True)
-class BPEConfig:
-    """Sizes used in 06_bpe."""
-    num_merges: int = 8000        # merges learned on the five training novels
-    wordpiece_words: int = 2000   # the most frequent words the WordPiece demo learns from
-    wordpiece_merges: int = 150   # WordPiece merges (its trainer recounts: keep it small)
-    mt_merges: int = 4000         # merges per language for English-Spanish
-    mt_min_freq: int = 2          # word-level vocabulary: words seen at least this often
-    mt_emb_size: int = 64         # the two translation models (words, BPE pieces) of section 7;
-    mt_hidden_size: int = 64      # fast: small and short, on the verse pairs of <= 12 words
-    mt_steps: int = 100           # (2,279): about 20 s for both on one CPU thread, too short to
-    mt_batch_size: int = 32       # learn to translate (BLEU about 1) but enough to show <unk>
-    mt_max_words: int | None = 12  # in the output; None: every training pair
-    mt_lr: float = 2e-3
-
-
-FAST = BPEConfig()
-# full: 128 units, 700 steps of 64 (4 epochs of the 11,191 pairs): both models in 15 min on a
-# 2-core CPU, 164 s on an H200 shared five ways (issue 32's budget)
-FULL = BPEConfig(num_merges=12000, wordpiece_words=4000, wordpiece_merges=400, mt_merges=8000,
-                 mt_emb_size=128, mt_hidden_size=128, mt_steps=700, mt_batch_size=64, mt_max_words=None)
-
-
-#: In a smoke test (``COURSE_SMOKE_STEPS``) the BPE trainers learn at most this many merges:
-#: training tokenisers is what a smoke run of 06 spends its time on, not the models.
-SMOKE_MERGES = 2000
-
-
-def config(profile: str | None = None) -> BPEConfig:
-    """``FAST`` or ``FULL`` for the active profile (or ``profile``); in a smoke test the same
-    with at most ``SMOKE_MERGES`` merges per trainer and small translation batches
-    (``runtime.cap_batch``). Taught in: 06_bpe."""
-    import dataclasses
-
-    from course_utils.runtime import cap_batch, pick, smoke_steps
-    cfg = pick(FAST, FULL, profile)
-    if smoke_steps() is not None:
-        cfg = dataclasses.replace(cfg, num_merges=min(cfg.num_merges, SMOKE_MERGES),
-                                  mt_merges=min(cfg.mt_merges, SMOKE_MERGES),
-                                  wordpiece_words=min(cfg.wordpiece_words, 1000),
-                                  wordpiece_merges=min(cfg.wordpiece_merges, 100),
-                                  mt_batch_size=cap_batch(cfg.mt_batch_size))
-    return cfg
 
 # --------------------------------------------------------------------------------------
 # Pre-tokenisation: the simple tokenisers of the slides

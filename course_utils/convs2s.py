@@ -29,7 +29,7 @@ from torch import nn
 from course_utils.attention import masked_softmax, padding_mask
 from course_utils.data import PAD_ID, check_src_batch
 from course_utils.runtime import check_device
-from course_utils.schedules import linear_factor, linear_schedule
+from course_utils.schedules import linear_schedule
 
 
 @dataclass
@@ -260,47 +260,10 @@ class IncrementalConvS2S(nn.Module):
                 alpha[:, -1])
 
 
-# -- the recipe of 03 ----------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ConvS2STraining:
-    """Model sizes and the training recipe used in 03 for the synthetic task: Adam, a linear
-    warm-up over ``warmup`` steps, then a linear decay to ``final_lr`` times the peak by the
-    last of ``steps`` steps (``final_lr=1``: constant), length-bucketed batches."""
-    emb_size: int = 64
-    hidden_size: int = 64
-    encoder_layers: int = 3
-    decoder_layers: int = 3
-    kernel_size: int = 3
-    emb_std: float = 0.1        # word and position embeddings ~ N(0, emb_std^2); PyTorch's default is 1
-    batch_size: int = 64
-    lr: float = 5e-3            # peak learning rate
-    warmup: int = 100           # steps of linear warm-up (0: none)
-    final_lr: float = 0.05      # the rate decays linearly to this fraction of lr (1.0: constant)
-    steps: int = 1300
-
-    def model_config(self, src_vocab_size: int, tgt_vocab_size: int, **overrides) -> ConvS2SConfig:
-        """The ``ConvS2SConfig`` for these sizes (``overrides`` change single fields)."""
-        kwargs = dict(emb_size=self.emb_size, hidden_size=self.hidden_size,
-                      encoder_layers=self.encoder_layers, decoder_layers=self.decoder_layers,
-                      kernel_size=self.kernel_size, emb_std=self.emb_std)
-        kwargs.update(overrides)
-        return ConvS2SConfig(src_vocab_size, tgt_vocab_size, **kwargs)
-
-    def lr_factor(self, step: int) -> float:
-        """The learning rate at optimiser step ``step`` (0-based) as a fraction of ``lr``
-        (``schedules.linear_factor``)."""
-        return linear_factor(step, self.warmup, self.steps, self.final_lr)
-
-
-# Chosen on the validation split (03's appendix, scripts/tune_convs2s.py).
-FAST = ConvS2STraining()
-FULL = ConvS2STraining(emb_size=128, hidden_size=128, encoder_layers=4, decoder_layers=4, lr=2e-3, steps=3000)
-
-
-def fit(model: ConvS2S, data, recipe: ConvS2STraining, progress: bool = True, desc: str = "ConvS2S"):
-    """Train ``model`` with ``recipe`` on ``data`` (a ``TranslationData``), reshuffled every
-    epoch; returns the ``History``. Taught in: 03_convs2s (which writes the same loop out)."""
+def fit(model: ConvS2S, data, recipe, progress: bool = True, desc: str = "ConvS2S"):
+    """Train ``model`` with ``recipe`` (a ``recipes.ConvS2STraining``) on ``data`` (a
+    ``TranslationData``), reshuffled every epoch; returns the ``History``. Taught in:
+    03_convs2s (which writes the same loop out)."""
     from course_utils.seq2seq import seq2seq_loss
     from course_utils.training import train
     optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr)

@@ -645,6 +645,13 @@ def load_english_text(folder=None) -> list[Paragraph]:
 # --------------------------------------------------------------------------------------
 
 
+def check_images(images, what: str = "images") -> None:
+    """A clear error unless ``images`` is a 4-D tensor (batch, channels, height, width)."""
+    if not torch.is_tensor(images) or images.dim() != 4:
+        shape = tuple(images.shape) if torch.is_tensor(images) else type(images).__name__
+        raise ValueError(f"{what} must be a tensor (batch, channels, height, width), got {shape}")
+
+
 class ImageSplit(NamedTuple):
     """Images (count, 1, 8, 8) in [0, 1] and their labels (count,) int64."""
     images: torch.Tensor

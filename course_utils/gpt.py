@@ -4,7 +4,10 @@ Taught in: 07_gpt. Built from the course's parts: each block is 04's pre-LN
 ``course_utils.transformer.EncoderLayer`` run with a causal mask (a decoder without
 cross-attention is exactly that), ``course_utils.attention`` for the masks and the
 attention of the cached path, ``course_utils.bpe.BPETokenizer`` (byte level, 06) for the
-text, and ``course_utils.training.train`` for the loop.
+text. This module is the model, its two losses and generation; around it,
+``course_utils.gpt_training`` (text to token windows, held-out loss and the n-gram
+baselines, ``fit``, the classification data and the shipped checkpoint). A notebook imports
+each from where it lives (07: ``from course_utils import gpt as G, gpt_training as GT``).
 
 The model reads token ids (batch, t) and returns next-token logits (batch, t, vocab):
 logits[:, i] scores the token at position i + 1 from the tokens 0..i. Token and learned
@@ -20,14 +23,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Sequence
 
 import torch
 from torch import nn
 
 from course_utils.attention import causal_mask, fused_attention, scaled_dot_product_attention
-from course_utils.runtime import cap_batch, cap_steps, check_device, pick, smoke_eval_size
+from course_utils.runtime import check_device
 from course_utils.transformer import EncoderLayer
 
 
@@ -57,72 +58,6 @@ class GPTConfig:
             raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-
-
-@dataclass
-class GPTTraining:
-    """How 07 trains its GPT (one recipe per profile): the model, the language-model run, the
-    samplers' measurement and the classification comparison with 05."""
-    num_merges: int            # byte-level BPE merges (06's tokenizer) learned on the novels
-    max_len: int               # context length in tokens
-    d_model: int
-    num_heads: int
-    num_layers: int
-    d_ff: int
-    dropout: float
-    batch_size: int            # windows of max_len + 1 tokens per step
-    steps: int                 # the notebook's own language-model run
-    lr: float
-    warmup: int
-    weight_decay: float = 0.1
-    eval_windows: int = 200    # held-out windows that perplexities are measured on
-    num_samples: int = 48      # continuations per sampler setting
-    sample_tokens: int = 48    # tokens per continuation
-    fine_tune_lm_weight: float = 0.5   # the GPT paper's auxiliary LM loss in fine-tuning...
-    fine_tune_aux: bool = False        # ...measured as a third contestant (full profile: time allows)
-    fine_tune_seeds: tuple[int, ...] = (0, 1, 2)
-    fine_tune_steps: int | None = None  # section 8's fine-tuning budget, for BERT and GPT alike;
-    fine_tune_batch: int | None = None  # None: 05's recipe (the fast profile), so that both
-    fine_tune_lr: float | None = None   # notebooks fine-tune the shipped BERT the same way
-
-    def model_config(self, vocab_size: int) -> GPTConfig:
-        return GPTConfig(vocab_size, self.max_len, self.d_model, self.num_heads, self.num_layers,
-                         self.d_ff, self.dropout)
-
-    def fine_tuning(self, bert_recipe) -> tuple[int, int, float]:
-        """(steps, batch size, learning rate) of 07's fine-tuning runs: this recipe's where it
-        sets them, else those of 05's recipe ``bert_recipe`` (a ``bert.BertPretraining``)."""
-        return (self.fine_tune_steps or bert_recipe.fine_tune_steps,
-                self.fine_tune_batch or bert_recipe.fine_tune_batch,
-                self.fine_tune_lr or bert_recipe.fine_tune_lr_small_bert)
-
-
-FAST = GPTTraining(num_merges=2000, max_len=64, d_model=64, num_heads=4, num_layers=2, d_ff=256,
-                   dropout=0.0, batch_size=16, steps=400, lr=3e-3, warmup=30)
-#: The full profile: the shipped GPT's layout (scripts/pretrain_small_gpt.py) with twice its
-#: context, trained in the notebook on about eight times the fast run's tokens. Measured: the
-#: 1,500 steps in 414 s and 07 as a whole in 852 s on a 2-core CPU (two threads; issue 32: every
-#: notebook's full profile within 20 minutes there), and in 41 s on an H200 shared with two other
-#: notebooks (07 as a whole: 154 s).
-FULL = GPTTraining(num_merges=2000, max_len=128, d_model=128, num_heads=4, num_layers=4, d_ff=512,
-                   dropout=0.1, batch_size=16, steps=1500, lr=2e-3, warmup=100, eval_windows=500,
-                   num_samples=100, fine_tune_aux=True,
-                   fine_tune_steps=300, fine_tune_batch=32, fine_tune_lr=3e-4)  # longer than 05's full
-
-
-def training_recipe(profile: str | None = None) -> GPTTraining:
-    """``FAST`` or ``FULL`` for the active profile; in a smoke test (``COURSE_SMOKE_STEPS``)
-    the same models with few samples and small batches. Taught in: 07_gpt."""
-    from dataclasses import replace
-    recipe = pick(FAST, FULL, profile)
-    size = smoke_eval_size()
-    if size is not None:
-        recipe = replace(recipe, batch_size=cap_batch(recipe.batch_size),
-                         eval_windows=min(recipe.eval_windows, size),
-                         num_samples=min(recipe.num_samples, 8), sample_tokens=min(recipe.sample_tokens, 16),
-                         fine_tune_seeds=recipe.fine_tune_seeds[:1],
-                         fine_tune_batch=recipe.fine_tune_batch and cap_batch(recipe.fine_tune_batch))
-    return recipe
 
 
 # --------------------------------------------------------------------------------------
@@ -328,42 +263,8 @@ def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: fl
 
 
 # --------------------------------------------------------------------------------------
-# Data, loss, training, evaluation
+# The language-model loss
 # --------------------------------------------------------------------------------------
-
-
-def novel_text(paragraphs) -> str:
-    """The paragraphs of the novels as one text, a newline after each paragraph."""
-    return "".join(p.text + "\n" for p in paragraphs)
-
-
-def encode_text(tokenizer, text: str) -> torch.Tensor:
-    """A long text as one int64 tensor of token ids."""
-    return torch.tensor(tokenizer.encode(text), dtype=torch.long)
-
-
-def _check_stream(tokens, max_len: int) -> None:
-    if not torch.is_tensor(tokens) or tokens.dim() != 1 or tokens.dtype != torch.long:
-        raise ValueError(f"tokens must be a 1-D int64 tensor, got "
-                         f"{tuple(tokens.shape) if torch.is_tensor(tokens) else type(tokens).__name__}")
-    if len(tokens) < max_len + 1:
-        raise ValueError(f"tokens must hold at least max_len + 1 = {max_len + 1} ids, got {len(tokens)}")
-
-
-def random_windows(tokens: torch.Tensor, max_len: int, batch_size: int, generator=None) -> torch.Tensor:
-    """(batch_size, max_len + 1) windows of ``tokens`` at random starts: inputs are
-    [:, :-1], targets [:, 1:]."""
-    _check_stream(tokens, max_len)
-    starts = torch.randint(len(tokens) - max_len, (batch_size,), generator=generator)
-    index = starts[:, None] + torch.arange(max_len + 1)   # (batch_size, max_len + 1), one gather
-    return tokens[index.to(tokens.device)]
-
-
-def window_batches(tokens: torch.Tensor, max_len: int, batch_size: int, seed: int = 0):
-    """Endless random windows (``random_windows``), reproducible from ``seed``."""
-    generator = torch.Generator().manual_seed(seed)
-    while True:
-        yield random_windows(tokens, max_len, batch_size, generator)
 
 
 def lm_loss(model: GPT, windows: torch.Tensor) -> torch.Tensor:
@@ -372,68 +273,6 @@ def lm_loss(model: GPT, windows: torch.Tensor) -> torch.Tensor:
     inputs, targets = windows[:, :-1], windows[:, 1:]
     logits = model(inputs)
     return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
-def heldout_windows(tokens: torch.Tensor, max_len: int, count: int | None = None) -> torch.Tensor:
-    """Non-overlapping (count, max_len + 1) windows from the start of ``tokens`` (all that
-    fit when ``count`` is None): a fixed held-out set."""
-    _check_stream(tokens, max_len)
-    fit = (len(tokens) - 1) // max_len
-    count = fit if count is None else min(count, fit)
-    return torch.stack([tokens[i * max_len:i * max_len + max_len + 1] for i in range(count)])
-
-
-@torch.no_grad()
-def heldout_loss(model: GPT, windows: torch.Tensor, batch_size: int = 64) -> float:
-    """Mean next-token loss (nats per token) of ``model`` on ``windows`` (eval mode)."""
-    was_training = model.training
-    model.eval()
-    device = check_device(model, what="heldout_loss")
-    total, count = 0.0, 0
-    for i in range(0, len(windows), batch_size):
-        w = windows[i:i + batch_size].to(device)
-        total += float(lm_loss(model, w)) * w[:, 1:].numel()
-        count += w[:, 1:].numel()
-    model.train(was_training)
-    return total / count
-
-
-def ngram_loss(train_tokens: torch.Tensor, windows: torch.Tensor, vocab_size: int, order: int,
-               alpha: float = 0.1) -> float:
-    """Held-out loss (nats per token) of a unigram (``order=1``) or bigram (``order=2``)
-    model with add-``alpha`` smoothing, counted on ``train_tokens``, on the same targets
-    as ``heldout_loss`` (every position of the windows but the first). Taught in: 07_gpt."""
-    if order not in (1, 2):
-        raise ValueError(f"order must be 1 (unigram) or 2 (bigram), got {order!r}")
-    targets = windows[:, 1:].reshape(-1)
-    if order == 1:
-        counts = torch.bincount(train_tokens, minlength=vocab_size).double() + alpha
-        logp = (counts / counts.sum()).log()
-        return float(-logp[targets].mean())
-    prev = windows[:, :-1].reshape(-1)
-    pair_ids = train_tokens[:-1] * vocab_size + train_tokens[1:]
-    pairs = torch.bincount(pair_ids, minlength=vocab_size * vocab_size).double().view(vocab_size, vocab_size)
-    pairs += alpha
-    logp = (pairs[prev, targets] / pairs[prev].sum(dim=1)).log()
-    return float(-logp.mean())
-
-
-def fit(model: GPT, tokens: torch.Tensor, recipe: GPTTraining, steps: int | None = None,
-        seed: int = 0, valid_fn=None, valid_every: int = 0, progress: bool = False):
-    """Train ``model`` (already on its device) on random windows of ``tokens`` with AdamW
-    (betas 0.9, 0.95, weight decay), linear warm-up and cosine decay; returns the
-    ``History``. Taught in: 07_gpt."""
-    from course_utils.schedules import cosine_schedule
-    from course_utils.training import train
-    steps = cap_steps(recipe.steps if steps is None else steps)
-    device = check_device(model, what="fit")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95),
-                                  weight_decay=recipe.weight_decay)
-    scheduler = cosine_schedule(optimizer, min(recipe.warmup, steps - 1), steps)
-    batches = window_batches(tokens.to(device), model.config.max_len, recipe.batch_size, seed)
-    return train(model, lambda epoch: batches, lm_loss, optimizer, scheduler=scheduler,
-                 max_steps=steps, valid_fn=valid_fn, valid_every=valid_every, device=device,
-                 progress=progress, desc="GPT")
 
 
 # --------------------------------------------------------------------------------------
@@ -461,38 +300,6 @@ class GPTClassifier(nn.Module):
         return self.head(last), (self.gpt.logits(states) if lm_logits else None)
 
 
-@torch.no_grad()
-def predict(model: GPTClassifier, tensors: dict, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    """(predicted classes, true labels) of ``tensors`` from ``encode_for_classification``,
-    on the CPU (model in eval mode)."""
-    was_training = model.training
-    model.eval()
-    device = check_device(model, what="predict")
-    predicted = []
-    for i in range(0, len(tensors["labels"]), batch_size):
-        logits, _ = model(tensors["input_ids"][i:i + batch_size].to(device),
-                          tensors["lengths"][i:i + batch_size].to(device), lm_logits=False)
-        predicted.append(logits.argmax(-1).cpu())
-    model.train(was_training)
-    return torch.cat(predicted), tensors["labels"].cpu()
-
-
-def encode_for_classification(tokenizer, texts: Sequence[str], labels: Sequence[int],
-                              max_len: int) -> dict[str, torch.Tensor]:
-    """The first ``max_len`` tokens of each text, right-padded with id 0 (a causal model never
-    reads padding placed after the text), with their lengths and labels."""
-    if len(texts) != len(labels):
-        raise ValueError(f"texts and labels must be as many, got {len(texts)} and {len(labels)}")
-    ids = [tokenizer.encode(t)[:max_len] for t in texts]
-    if not ids or min(len(i) for i in ids) < 1:
-        raise ValueError("need at least one text, and every text must give at least one token")
-    lengths = torch.tensor([len(i) for i in ids])
-    input_ids = torch.zeros(len(ids), max_len, dtype=torch.long)
-    for row, i in enumerate(ids):
-        input_ids[row, :len(i)] = torch.tensor(i)
-    return {"input_ids": input_ids, "lengths": lengths, "labels": torch.as_tensor(list(labels))}
-
-
 def classification_loss(model: GPTClassifier, batch, lm_weight: float = 0.0) -> torch.Tensor:
     """Cross-entropy of the class, plus ``lm_weight`` times the next-token loss on the real
     tokens of the texts (the GPT paper's auxiliary objective). Taught in: 07_gpt."""
@@ -505,33 +312,3 @@ def classification_loss(model: GPTClassifier, batch, lm_weight: float = 0.0) -> 
         loss = loss + lm_weight * nn.functional.cross_entropy(
             token_logits[:, :-1].reshape(-1, token_logits.shape[-1]), targets.reshape(-1))
     return loss
-
-
-# --------------------------------------------------------------------------------------
-# The shipped checkpoint
-# --------------------------------------------------------------------------------------
-
-SHIPPED_CHECKPOINT = "small_gpt.pt"
-
-
-def save_pretrained(path, model: GPT, tokenizer, info: dict) -> None:
-    """Write the model (float16 weights), its byte-level BPE merges and ``info``."""
-    state = {k: v.detach().to("cpu", torch.float16) for k, v in model.state_dict().items()}
-    torch.save({"config": vars(model.config), "state_dict": state,
-                "merges": [list(m) for m in tokenizer.merges], "info": dict(info)}, Path(path))
-
-
-def load_pretrained(path=None, device: str | torch.device = "cpu"):
-    """(model, tokenizer, info) of ``path``, by default the shipped ``data/small_gpt.pt``
-    after checking its sha256 (data card: data/small_gpt.md); loaded with
-    ``weights_only=True``. Taught in: 07_gpt."""
-    from course_utils.bpe import BPETokenizer
-    from course_utils.data import verified_path
-    path = verified_path(SHIPPED_CHECKPOINT) if path is None else Path(path)
-    saved = torch.load(path, map_location="cpu", weights_only=True)
-    model = GPT(GPTConfig(**saved["config"]))
-    model.load_state_dict({k: v.float() for k, v in saved["state_dict"].items()})
-    tokenizer = BPETokenizer([tuple(m) for m in saved["merges"]], byte_level=True)
-    if len(tokenizer) != model.config.vocab_size:
-        raise ValueError(f"{path}: the tokenizer has {len(tokenizer)} tokens, the model {model.config.vocab_size}")
-    return model.to(device).eval(), tokenizer, saved["info"]

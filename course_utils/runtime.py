@@ -20,10 +20,10 @@ training run at N optimiser steps (``training.train`` honours it) and every test
 ``data.es_en_splits`` honour it: decoding the test sets is what costs; validation splits
 are kept whole, notebooks index into them), so that the ``full`` profile can be checked
 on a CPU in minutes (tests/test_full_profile_smoke.py); ``decoding`` then writes at most
-``SMOKE_DECODE_LEN`` tokens per output, ``bpe.config`` learns at most
-``bpe.SMOKE_MERGES`` merges per tokeniser, and a recipe may take batches of at most
-``SMOKE_BATCH`` examples (``cap_batch``: the full-size models' two steps on full batches
-were most of 05's smoke run). Numbers printed then mean nothing.
+``SMOKE_DECODE_LEN`` tokens per output, and ``recipes.recipe`` caps every recipe in one
+place: batches of at most ``SMOKE_BATCH`` examples (``cap_batch``: the full-size models' two
+steps on full batches were most of 05's smoke run), 06's tokenisers at
+``recipes.SMOKE_MERGES`` merges, 05's and 07's data and samples (``recipes.SMOKE_CAPS``). Numbers printed then mean nothing.
 """
 
 from __future__ import annotations

@@ -194,39 +194,16 @@ def seq2seq_loss(model, batch, teacher_forcing: float = 1.0) -> torch.Tensor:
     return next_word_loss(logits, batch.tgt)
 
 
-# -- English -> Spanish: one recipe for notebook 02's full profile and the shipped model --
+# -- English -> Spanish: notebook 02's full profile and the shipped model (recipes.ES_EN_FULL) --
 
 SHIPPED_ES_EN = "es_en_attention.pt"   # data/, made by scripts/train_es_en_attention.py
 
 
-@dataclass(frozen=True)
-class EsEnRecipe:
-    """The English -> Spanish run of notebook 02 (Bible verses of at most ``max_len`` words,
-    ``data.es_en_splits``): its full profile trains it, and the shipped
-    ``data/es_en_attention.pt`` (``training.save_checkpoint``, float16, the vocabularies in
-    its ``extra``) is this recipe run once, which the fast profile loads.
-    Taught in: 02_bahdanau_attention."""
-    max_len: int = 20          # words per verse, both sides
-    min_freq: int = 2          # a word seen once in training is <unk>
-    emb_size: int = 128
-    hidden_size: int = 128     # per direction
-    batch_size: int = 64
-    lr: float = 2e-3
-    steps: int = 700           # four passes over the 11,191 training pairs
-
-    def model_config(self, train_data: TranslationData) -> Seq2SeqConfig:
-        return Seq2SeqConfig(len(train_data.src_vocab), len(train_data.tgt_vocab), emb_size=self.emb_size,
-                             hidden_size=self.hidden_size, bidirectional=True, attention="additive")
-
-
-ES_EN = EsEnRecipe()
-
-
-def fit_es_en(model: Seq2Seq, train_data: TranslationData, recipe: EsEnRecipe = ES_EN, progress: bool = True,
+def fit_es_en(model: Seq2Seq, train_data: TranslationData, recipe, progress: bool = True,
               desc: str = "English -> Spanish"):
     """Train ``model`` (built from ``recipe.model_config(train_data)``, on its device) as the
-    recipe says: Adam at ``recipe.lr``, ``recipe.steps`` steps of ``recipe.batch_size``
-    verse pairs, a new order each pass; returns ``training.train``'s history. One run for
+    recipe (``recipes.ES_EN_FULL``) says: Adam at ``recipe.lr``, ``recipe.steps`` steps of
+    ``recipe.batch_size`` verse pairs, a new order each pass; returns ``training.train``'s history. One run for
     02's full profile and for scripts/train_es_en_attention.py (the shipped weights).
     Taught in: 02_bahdanau_attention."""
     from course_utils.training import train

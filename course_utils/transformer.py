@@ -28,7 +28,7 @@ from course_utils.attention import MultiHeadAttention, causal_mask, padding_mask
 from course_utils.data import PAD_ID, check_src_batch
 from course_utils.norms import make_norm
 from course_utils.positional import make_positional
-from course_utils.runtime import check_device, pick
+from course_utils.runtime import check_device
 from course_utils.schedules import warmup_scheduler
 from course_utils.seq2seq import next_word_loss
 
@@ -60,75 +60,6 @@ class TransformerConfig:
             raise ValueError(f"decoder_norm must be 'layer' or 'batch' (or None: as norm), got {self.decoder_norm!r}")
         if self.positional not in ("sinusoidal", "learned", "none"):
             raise ValueError(f"positional must be 'sinusoidal', 'learned' or 'none', got {self.positional!r}")
-
-
-@dataclass
-class TransformerTraining:
-    """Model sizes and the training recipe used in 04 for the synthetic task."""
-    d_model: int = 64
-    num_heads: int = 4
-    num_layers: int = 2         # encoder and decoder layers each
-    d_ff: int = 128
-    dropout: float = 0.0        # the synthetic task has no noise to regularise against
-    norm_first: bool = True     # pre-LN trains stably with a high peak learning rate
-    batch_size: int = 64
-    lr: float = 6e-3            # peak learning rate, reached at the end of the warm-up
-    warmup: int = 150           # optimiser steps of linear warm-up
-    max_steps: int = 1300
-    label_smoothing: float = 0.0
-    max_src_len: int | None = None  # train only on sentences up to this many source words
-    cooldown: int = 300         # last steps in which the lr falls linearly to 0 (0: none)
-
-    def model_config(self, src_vocab_size: int, tgt_vocab_size: int, **overrides) -> TransformerConfig:
-        """The ``TransformerConfig`` for these sizes (``overrides`` change single fields)."""
-        kwargs = dict(d_model=self.d_model, num_heads=self.num_heads,
-                      num_encoder_layers=self.num_layers, num_decoder_layers=self.num_layers,
-                      d_ff=self.d_ff, dropout=self.dropout, norm_first=self.norm_first)
-        kwargs.update(overrides)
-        return TransformerConfig(src_vocab_size, tgt_vocab_size, **kwargs)
-
-
-# Chosen on the validation split (greedy exact match by source-length bucket; 04's appendix,
-# scripts/tune_transformer.py): peak lr 6e-3 after 150 warm-up steps, 1/sqrt decay and a
-# linear cool-down over the last 300 of 1,300 steps gives 96.5-100 % in every bucket with two
-# seeds. Without the cool-down the high final lr leaves noisy weights (30+ words: 92.9 and
-# 87.1 % with two seeds); lr 2e-3 reaches 91.8 % there after 1,500 steps; one layer each side
-# 44.7 %. d_model=128 costs about twice as much per step.
-FAST = TransformerTraining(d_model=64, num_heads=4, num_layers=2, d_ff=128, lr=6e-3, warmup=150,
-                           max_steps=1300, cooldown=300)
-# The full recipe is the fast one scaled up (d_model twice, d_ff four times, three layers each
-# side, batches of 128, more steps at a lower peak rate), not tuned again: 04's full run is its
-# measurement. It fits issue 32's budget: about 0.4 s a step on a busy 2-core CPU (783 s for the
-# 2,000 steps), about 20 ms on a GPU (6,000 steps of d_model 256 took 80 min on that CPU).
-FULL = TransformerTraining(d_model=128, num_heads=4, num_layers=3, d_ff=512, batch_size=128,
-                           lr=4e-3, warmup=200, max_steps=2000, cooldown=300)
-# The side-by-side comparisons of 04 (positions, norms, warm-up): short runs of a small
-# post-LN model on short sentences, three seeds each, the same in both profiles (17 runs;
-# a comparison model of width 128 and 1,000 steps a run took about 5 min of a GPU).
-# (Measured: with lr 1e-2, warm-up of 50 steps took this model to loss 0.77 in 200 steps,
-# without warm-up it stalled at 1.8.)
-COMPARE_FAST = TransformerTraining(d_model=32, num_heads=2, num_layers=2, d_ff=64, lr=1e-2,
-                                   warmup=50, max_steps=200, cooldown=0, norm_first=False,
-                                   max_src_len=10)
-COMPARE_FULL = COMPARE_FAST
-
-
-def _smoke_batches(recipe: TransformerTraining) -> TransformerTraining:
-    from dataclasses import replace
-    from course_utils.runtime import cap_batch
-    return replace(recipe, batch_size=cap_batch(recipe.batch_size))
-
-
-def training_recipe(profile: str | None = None) -> TransformerTraining:
-    """``FAST`` or ``FULL`` for the active profile (in a smoke test with small batches,
-    ``runtime.cap_batch``). Taught in: 04_transformer."""
-    return _smoke_batches(pick(FAST, FULL, profile))
-
-
-def comparison_recipe(profile: str | None = None) -> TransformerTraining:
-    """``COMPARE_FAST`` or ``COMPARE_FULL``: the small model of 04's side-by-side runs
-    (small batches in a smoke test)."""
-    return _smoke_batches(pick(COMPARE_FAST, COMPARE_FULL, profile))
 
 
 # --------------------------------------------------------------------------------------
@@ -380,12 +311,13 @@ def transformer_loss(model, batch, label_smoothing: float = 0.0) -> torch.Tensor
 # --------------------------------------------------------------------------------------
 
 
-def fit(model: Transformer, data, recipe: TransformerTraining, max_steps: int | None = None,
+def fit(model: Transformer, data, recipe, max_steps: int | None = None,
         lr: float | None = None, warmup: int | None = None, progress: bool = True,
         desc: str = "transformer"):
-    """Train with Adam (betas 0.9, 0.98), the warm-up schedule and length-bucketed batches
-    of ``data`` (a ``TranslationData``; only pairs up to ``recipe.max_src_len`` source
-    words if set), reshuffled every epoch; returns the ``History``.
+    """Train as ``recipe`` (a ``recipes.TransformerTraining``) says: Adam (betas 0.9, 0.98),
+    the warm-up schedule and length-bucketed batches of ``data`` (a ``TranslationData``; only
+    pairs up to ``recipe.max_src_len`` source words if set), reshuffled every epoch; returns
+    the ``History``.
     ``max_steps``, ``lr`` and ``warmup`` override the recipe's. Taught in: 04_transformer."""
     from course_utils.data import tokenize
     from course_utils.training import train

@@ -122,21 +122,15 @@ def run_notebook_times(timeout: int = 900) -> list[dict]:
 
 def model_builders(train_data):
     """name -> (build model, loss fn) with the fast-profile sizes of notebooks 01-04."""
-    from course_utils import transformer as T
-    from course_utils.convs2s import ConvS2S, ConvS2SConfig
-    from course_utils.seq2seq import Seq2Seq, Seq2SeqConfig, seq2seq_loss
+    from course_utils import recipes, transformer as T
+    from course_utils.convs2s import ConvS2S
+    from course_utils.seq2seq import Seq2Seq, seq2seq_loss
     V_src, V_tgt = len(train_data.src_vocab), len(train_data.tgt_vocab)
-    recipe = T.training_recipe("fast")
     return {
-        "01_seq2seq": (lambda: Seq2Seq(Seq2SeqConfig(V_src, V_tgt, emb_size=64, hidden_size=128,
-                                                     context="last")), seq2seq_loss),
-        "02_attention": (lambda: Seq2Seq(Seq2SeqConfig(V_src, V_tgt, emb_size=64, hidden_size=64,
-                                                       bidirectional=True, attention="additive")),
-                         seq2seq_loss),
-        "03_convs2s": (lambda: ConvS2S(ConvS2SConfig(V_src, V_tgt, emb_size=64, hidden_size=64,
-                                                     encoder_layers=3, decoder_layers=3,
-                                                     kernel_size=3)), seq2seq_loss),
-        "04_transformer": (lambda: T.Transformer(recipe.model_config(V_src, V_tgt)),
+        "01_seq2seq": (lambda: Seq2Seq(recipes.SEQ2SEQ_FAST.model_config(V_src, V_tgt, context="last")), seq2seq_loss),
+        "02_attention": (lambda: Seq2Seq(recipes.ATTENTION_FAST.model_config(V_src, V_tgt)), seq2seq_loss),
+        "03_convs2s": (lambda: ConvS2S(recipes.CONVS2S_FAST.model_config(V_src, V_tgt)), seq2seq_loss),
+        "04_transformer": (lambda: T.Transformer(recipes.TRANSFORMER_FAST.model_config(V_src, V_tgt)),
                            lambda m, b: T.transformer_loss(m, b)),
     }
 
@@ -198,24 +192,21 @@ def bench_models(steps: int = 8, repeats: int = 3) -> dict:
 
 def loop_cases(quick: bool = False):
     """name -> (build model, loss fn, batches): the full profile's models and batch shapes."""
-    from course_utils import convs2s as C, data, gpt as G, transformer as T
-    from course_utils.seq2seq import seq2seq_loss
+    from course_utils import convs2s as C, data, gpt as G, gpt_training as GT, recipes, transformer as T
+    from course_utils.seq2seq import Seq2Seq, seq2seq_loss
     splits = data.load_synthetic()
     train_data = data.TranslationData.build(splits.train)
     V_src, V_tgt = len(train_data.src_vocab), len(train_data.tgt_vocab)
-    t_recipe, c_recipe = T.training_recipe("full"), C.FULL
-    g_recipe = G.FULL
+    t_recipe, c_recipe, g_recipe, a_recipe = (recipes.TRANSFORMER_FULL, recipes.CONVS2S_FULL, recipes.GPT_FULL,
+                                              recipes.ATTENTION_FULL)
     t_batches = train_data.batches(t_recipe.batch_size, shuffle=True, seed=0)
     c_batches = train_data.batches(c_recipe.batch_size, shuffle=True, seed=0)
     tokens = torch.randint(0, 2000, (200_000,), generator=torch.Generator().manual_seed(0))
-    g_batches = [G.random_windows(tokens, g_recipe.max_len, g_recipe.batch_size,
+    g_batches = [GT.random_windows(tokens, g_recipe.max_len, g_recipe.batch_size,
                                   torch.Generator().manual_seed(i)) for i in range(64)]
-    from course_utils.seq2seq import Seq2Seq, Seq2SeqConfig
-    a_batches = train_data.batches(128, shuffle=True, seed=0)   # 02's full recipe: batches of 128
+    a_batches = train_data.batches(a_recipe.batch_size, shuffle=True, seed=0)
     cases = {
-        "02 GRU + attention (full)": (lambda: Seq2Seq(Seq2SeqConfig(V_src, V_tgt, emb_size=64, hidden_size=128,
-                                                                    bidirectional=True, attention="additive")),
-                                      seq2seq_loss, a_batches),
+        "02 GRU + attention (full)": (lambda: Seq2Seq(a_recipe.model_config(V_src, V_tgt)), seq2seq_loss, a_batches),
         "04 Transformer (full)": (lambda: T.Transformer(t_recipe.model_config(V_src, V_tgt)),
                                   lambda m, b: T.transformer_loss(m, b), t_batches),
         "03 ConvS2S (full)": (lambda: C.ConvS2S(c_recipe.model_config(V_src, V_tgt)), seq2seq_loss, c_batches),
@@ -365,9 +356,9 @@ def speedup_cases(quick: bool = False) -> list[dict]:
     """(name, where, before, after, same) for each fast path of the package; ``before`` is
     the plain version kept in scripts/_bench_reference.py."""
     import _bench_reference as ref
-    from course_utils import data, decoding
+    from course_utils import data, decoding, recipes
     from course_utils import transformer as T
-    from course_utils.seq2seq import Seq2Seq, Seq2SeqConfig
+    from course_utils.seq2seq import Seq2Seq
     splits = data.load_synthetic()
     train_data = data.TranslationData.build(splits.train)
     num_pairs = 640 if quick else len(train_data)
@@ -384,10 +375,9 @@ def speedup_cases(quick: bool = False) -> list[dict]:
     test = train_data.with_pairs(splits.test[:n_test]).batch(range(n_test))
     torch.manual_seed(0)
     V_src, V_tgt = len(train_data.src_vocab), len(train_data.tgt_vocab)
-    gru = Seq2Seq(Seq2SeqConfig(V_src, V_tgt, emb_size=64, hidden_size=64, bidirectional=True,
-                                attention="additive")).eval()
+    gru = Seq2Seq(recipes.ATTENTION_FAST.model_config(V_src, V_tgt)).eval()
     torch.manual_seed(0)
-    transformer = T.Transformer(T.training_recipe("fast").model_config(V_src, V_tgt)).eval()
+    transformer = T.Transformer(recipes.TRANSFORMER_FAST.model_config(V_src, V_tgt)).eval()
     n_beam = 16 if quick else 200
     beam_src, beam_len = test.src[:n_beam], test.src_lengths[:n_beam]
     return [

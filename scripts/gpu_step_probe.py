@@ -12,8 +12,9 @@ from dataclasses import replace
 
 import torch
 
-from course_utils import convs2s as C, data, gpt as G, transformer as T, vit as V
-from course_utils.seq2seq import Seq2Seq, Seq2SeqConfig, seq2seq_loss
+from course_utils import convs2s as C, data, gpt as G, gpt_training as GT, recipes, transformer as T, vit as V
+from course_utils import vit_training as VT
+from course_utils.seq2seq import Seq2Seq, seq2seq_loss
 from course_utils.training import train
 
 DEVICE = torch.device(os.environ.get("PROBE_DEVICE", "cuda"))
@@ -45,10 +46,10 @@ def seq_run(build, loss_fn, batches):
 
 
 def vit_run(build, images, labels, recipe):
-    """A ``run`` for ``ms_per_step`` through 08's own ``V.fit`` (AdamW, its schedule)."""
+    """A ``run`` for ``ms_per_step`` through 08's own ``VT.fit`` (AdamW, its schedule)."""
     torch.manual_seed(0)
     model = build().to(DEVICE)
-    return lambda steps, warm: V.fit(model, images, labels, recipe, max_steps=steps)
+    return lambda steps, warm: VT.fit(model, images, labels, recipe, max_steps=steps)
 
 
 def main() -> None:
@@ -57,32 +58,31 @@ def main() -> None:
     src, tgt = len(td.src_vocab), len(td.tgt_vocab)
     pairs = lambda bs: td.batches(bs, shuffle=True, seed=0)   # noqa: E731
     tokens = torch.randint(0, 2000, (200_000,), generator=torch.Generator().manual_seed(0))
-    windows = lambda bs: [G.random_windows(tokens, G.FULL.max_len, bs, torch.Generator().manual_seed(i))  # noqa: E731
+    windows = lambda bs: [GT.random_windows(tokens, recipes.GPT_FULL.max_len, bs, torch.Generator().manual_seed(i))  # noqa: E731
                           for i in range(WARMUP + STEPS)]
     digits = data.load_digit_images()
     cases = []   # (name, batch size, run)
     for bs in (64, 256):
         cases += [("01 fixed d256", bs, lambda bs=bs: seq_run(
-                       lambda: Seq2Seq(Seq2SeqConfig(src, tgt, emb_size=64, hidden_size=256)), seq2seq_loss, pairs(bs))),
+                       lambda: Seq2Seq(recipes.SEQ2SEQ_FULL.model_config(src, tgt)), seq2seq_loss, pairs(bs))),
                   ("02 additive h128 bi", bs, lambda bs=bs: seq_run(
-                       lambda: Seq2Seq(Seq2SeqConfig(src, tgt, emb_size=64, hidden_size=128, bidirectional=True,
-                                                     attention="additive")), seq2seq_loss, pairs(bs)))]
+                       lambda: Seq2Seq(recipes.ATTENTION_FULL.model_config(src, tgt)), seq2seq_loss, pairs(bs)))]
     for bs in (128, 512):
         cases.append(("04 T full", bs, lambda bs=bs: seq_run(
-            lambda: T.Transformer(T.FULL.model_config(src, tgt)), T.transformer_loss, pairs(bs))))
+            lambda: T.Transformer(recipes.TRANSFORMER_FULL.model_config(src, tgt)), T.transformer_loss, pairs(bs))))
     for bs in (64, 256):
         cases += [("04 compare full", bs, lambda bs=bs: seq_run(
-                       lambda: T.Transformer(T.COMPARE_FULL.model_config(src, tgt)), T.transformer_loss, pairs(bs))),
+                       lambda: T.Transformer(recipes.TRANSFORMER_COMPARISON_FULL.model_config(src, tgt)), T.transformer_loss, pairs(bs))),
                   ("03 ConvS2S full", bs, lambda bs=bs: seq_run(
-                       lambda: C.ConvS2S(C.FULL.model_config(src, tgt)), seq2seq_loss, pairs(bs)))]
+                       lambda: C.ConvS2S(recipes.CONVS2S_FULL.model_config(src, tgt)), seq2seq_loss, pairs(bs)))]
     for bs in (64, 256):
         cases.append(("07 GPT full", bs, lambda bs=bs: seq_run(
-            lambda: G.GPT(G.FULL.model_config(2000)), G.lm_loss, windows(bs))))
+            lambda: G.GPT(recipes.GPT_FULL.model_config(2000)), G.lm_loss, windows(bs))))
     for bs in (64, 256):
-        for name, build in (("08 ViT full", lambda: V.ViT(V.FULL.model_config())), ("08 CNN", V.small_cnn),
-                            ("08 MLP", V.mlp)):
+        for name, build in (("08 ViT full", lambda: V.ViT(recipes.VIT_FULL.model_config())), ("08 CNN", VT.small_cnn),
+                            ("08 MLP", VT.mlp)):
             cases.append((name, bs, lambda build=build, bs=bs: vit_run(
-                build, digits.train.images, digits.train.labels, replace(V.FULL, batch_size=bs))))
+                build, digits.train.images, digits.train.labels, replace(recipes.VIT_FULL, batch_size=bs))))
     rows = {}
     for name, bs, make_run in cases:
         ms = ms_per_step(make_run())

@@ -2,7 +2,8 @@
 
 05_bert pre-trains a small BERT for a CPU minute (the fast profile) and then compares
 fine-tuning from it, from a random start, and from all-MiniLM-L6-v2. This script runs the
-same code (course_utils.bert: same tokenizer, model, data and recipe) for more steps, so
+same code (course_utils.bert, bert_training and novels, the fast recipe of course_utils.recipes:
+same tokenizer, model and data) for more steps, so
 that the notebook can also show what more pre-training buys. It writes
 data/small_bert.pt (float16 weights, config, tokenizer, held-out scores), its data card
 data/small_bert.md and its line in data/SHA256SUMS.
@@ -26,7 +27,7 @@ os.environ.setdefault("COURSE_PROFILE", "fast")
 import torch  # noqa: E402
 
 from _shipping import DATA_DIR, machine_line, record_checkpoint  # noqa: E402
-from course_utils import bert, bert_training, novels  # noqa: E402
+from course_utils import bert, bert_training, novels, recipes  # noqa: E402
 from course_utils.data import load_english_text  # noqa: E402
 from course_utils.runtime import setup  # noqa: E402
 
@@ -38,7 +39,7 @@ def main() -> None:
     parser.add_argument("--out-dir", type=Path, default=DATA_DIR)
     args = parser.parse_args()
     device = torch.device(setup(seed=0, verbose=False).device)
-    recipe = bert.pretraining_recipe("fast")
+    recipe = recipes.recipe("bert", "fast")
     train_paragraphs, test_paragraphs = novels.split_paragraphs(load_english_text())
     tokenizer = bert_training.train_wordpiece_tokenizer((p.text for p in train_paragraphs), recipe.vocab_size)
     pairs = novels.nsp_pairs(novels.chapter_documents(train_paragraphs), args.pairs, seed=0)
@@ -63,7 +64,7 @@ novels (data/austen_novels.tsv.gz), for notebook 05_bert.
 
 - Made by: `python scripts/pretrain_small_bert.py --steps {args.steps} --pairs {args.pairs}`
   (the code of `course_utils.bert`, `bert_training` and `novels`: `train_wordpiece_tokenizer`, `nsp_pairs`, `pretrain`
-  with the fast recipe `bert.FAST`, seed 0, one thread).
+  with the fast recipe `recipes.BERT_FAST`, seed 0, one thread).
 - Training text: the paragraphs that `novels.split_paragraphs` keeps for training (4 of
   every 5); the held-out fifth is never seen, and the fine-tuning test sets of 05 come
   from it. Next-sentence pairs are drawn within runs of consecutive paragraphs

@@ -2,8 +2,9 @@
 
 07_gpt trains a GPT for a CPU minute (the fast profile) to show that it learns; for
 generation, the classification comparison with 05's small BERT and the attention views it
-loads this longer-trained model. Same code (course_utils.gpt: the byte-level BPE of 06 on
-the training paragraphs of the novels, the model, ``fit``), a larger model and more steps.
+loads this longer-trained model. Same code (the byte-level BPE of 06 on the training
+paragraphs of the novels, course_utils.gpt's model, gpt_training's ``fit``, the fast recipe of
+course_utils.recipes), a larger model and more steps.
 Writes data/small_gpt.pt (float16 weights, config, BPE merges, held-out scores), its data
 card data/small_gpt.md and its line in data/SHA256SUMS.
 
@@ -28,7 +29,7 @@ os.environ.setdefault("COURSE_PROFILE", "fast")
 import torch  # noqa: E402
 
 from _shipping import DATA_DIR, machine_line, record_checkpoint  # noqa: E402
-from course_utils import gpt  # noqa: E402
+from course_utils import gpt, gpt_training, recipes  # noqa: E402
 from course_utils.novels import split_paragraphs  # noqa: E402
 from course_utils.bpe import BPETokenizer  # noqa: E402
 from course_utils.data import load_english_text  # noqa: E402
@@ -46,31 +47,31 @@ def main() -> None:
     parser.add_argument("--out-dir", type=Path, default=DATA_DIR)
     args = parser.parse_args()
     device = torch.device(setup(seed=0, verbose=False).device)
-    recipe = gpt.training_recipe("fast")
+    recipe = recipes.recipe("gpt", "fast")
     train_paragraphs, test_paragraphs = split_paragraphs(load_english_text())
     tokenizer = BPETokenizer.train((p.text for p in train_paragraphs), recipe.num_merges, byte_level=True)
-    train_tokens = gpt.encode_text(tokenizer, gpt.novel_text(train_paragraphs))
-    test_tokens = gpt.encode_text(tokenizer, gpt.novel_text(test_paragraphs))
+    train_tokens = gpt_training.encode_text(tokenizer, gpt_training.novel_text(train_paragraphs))
+    test_tokens = gpt_training.encode_text(tokenizer, gpt_training.novel_text(test_paragraphs))
     config = gpt.GPTConfig(len(tokenizer), **SHIPPED)
-    heldout = gpt.heldout_windows(test_tokens, config.max_len, 1000)
+    heldout = gpt_training.heldout_windows(test_tokens, config.max_len, 1000)
     torch.manual_seed(0)
     model = gpt.GPT(config).to(device)
     long_recipe = replace(recipe, batch_size=args.batch_size, lr=args.lr, warmup=args.steps // 25,
                           dropout=config.dropout)
     started = time.perf_counter()
-    history = gpt.fit(model, train_tokens, long_recipe, steps=args.steps, progress=True,
-                      valid_fn=lambda m: {"heldout_loss": gpt.heldout_loss(m, heldout)},
-                      valid_every=max(args.steps // 10, 1))
+    history = gpt_training.fit(model, train_tokens, long_recipe, steps=args.steps, progress=True,
+                               valid_fn=lambda m: {"heldout_loss": gpt_training.heldout_loss(m, heldout)},
+                               valid_every=max(args.steps // 10, 1))
     minutes = (time.perf_counter() - started) / 60
-    loss = gpt.heldout_loss(model, heldout)
+    loss = gpt_training.heldout_loss(model, heldout)
     curve = [(row["step"], round(row["heldout_loss"], 3)) for row in history.valid]
     info = {"steps": args.steps, "batch_size": args.batch_size, "lr": args.lr, "minutes": round(minutes, 1),
             "heldout_loss": round(loss, 4), "heldout_perplexity": round(math.exp(loss), 2),
             "heldout_curve": curve,
             "train_tokens": len(train_tokens), "heldout_tokens": int(heldout[:, 1:].numel()),
             "machine": machine_line()}
-    path = args.out_dir / gpt.SHIPPED_CHECKPOINT
-    gpt.save_pretrained(path, model, tokenizer, info)
+    path = args.out_dir / gpt_training.SHIPPED_CHECKPOINT
+    gpt_training.save_pretrained(path, model, tokenizer, info)
     digest = record_checkpoint(args.out_dir, path)
     params = sum(p.numel() for p in model.parameters())
     tokens_seen = args.steps * args.batch_size * config.max_len
@@ -80,8 +81,8 @@ A small GPT (decoder-only Transformer language model) trained on the shipped nov
 (data/austen_novels.tsv.gz), for notebook 07_gpt.
 
 - Made by: `python scripts/pretrain_small_gpt.py --steps {args.steps} --batch-size {args.batch_size} --lr {args.lr}`
-  (the code of `course_utils.gpt`: `BPETokenizer.train` of `course_utils.bpe`, byte level,
-  {recipe.num_merges:,} merges; `GPT`; `fit`: AdamW, warm-up and cosine decay; seed 0, one thread).
+  (the code of `course_utils.gpt` and `gpt_training`: `BPETokenizer.train` of `course_utils.bpe`, byte level,
+  {recipe.num_merges:,} merges; `GPT`; `gpt_training.fit`: AdamW, warm-up and cosine decay; seed 0, one thread).
 - Training text: the paragraphs that `novels.split_paragraphs` keeps for training (4 of every
   5, {len(train_tokens):,} tokens); the held-out fifth is never seen (05's and 07's test sets
   come from it).
@@ -95,7 +96,7 @@ A small GPT (decoder-only Transformer language model) trained on the shipped nov
   perplexity {math.exp(loss):.1f}. Curve (step, loss): {curve}.
 - Licence: the weights are derived from public domain text (the novels); they are released
   with the course code under the MIT licence.
-- sha256: `{digest}` (also in data/SHA256SUMS; `gpt.load_pretrained()` checks it).
+- sha256: `{digest}` (also in data/SHA256SUMS; `gpt_training.load_pretrained()` checks it).
 """)
     print(f"wrote {path} ({path.stat().st_size:,} bytes) after {minutes:.1f} min: "
           f"held-out loss {loss:.3f}, curve {curve}")

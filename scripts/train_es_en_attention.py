@@ -1,7 +1,7 @@
 """Train notebook 02's English -> Spanish attention model once, and ship it.
 
 02_bahdanau_attention trains a bi-GRU with additive attention on English-Spanish Bible
-verses in its full profile (`seq2seq.ES_EN`: 700 steps, about 7 CPU minutes); the fast
+verses in its full profile (`recipes.ES_EN_FULL`: 700 steps, about 7 CPU minutes); the fast
 profile cannot afford that, yet a student should see attention on real language there too.
 This script runs the same recipe with the same code (`data.es_en_splits`,
 `TranslationData.build`, `Seq2Seq`, `training.train`, seed 0) and writes
@@ -31,7 +31,8 @@ from _shipping import DATA_DIR, machine_line, record_checkpoint  # noqa: E402
 from course_utils import data  # noqa: E402
 from course_utils.decoding import score_translations  # noqa: E402
 from course_utils.runtime import setup  # noqa: E402
-from course_utils.seq2seq import ES_EN, SHIPPED_ES_EN, Seq2Seq, fit_es_en  # noqa: E402
+from course_utils import recipes  # noqa: E402
+from course_utils.seq2seq import SHIPPED_ES_EN, Seq2Seq, fit_es_en  # noqa: E402
 from course_utils.training import count_parameters, save_checkpoint  # noqa: E402
 
 
@@ -40,7 +41,7 @@ def main() -> None:
     parser.add_argument("--out-dir", type=Path, default=DATA_DIR)
     args = parser.parse_args()
     device = torch.device(setup(seed=0, verbose=False).device)
-    recipe = ES_EN
+    recipe = recipes.recipe("es_en", "full")
     es = data.es_en_splits(max_len=recipe.max_len)
     es_train = data.TranslationData.build(es.train, min_freq=recipe.min_freq)
     torch.manual_seed(0)
@@ -60,7 +61,7 @@ def main() -> None:
 
 def ship(model, es_train, es, info, out_dir: Path) -> None:
     """Write the checkpoint, its line in SHA256SUMS and its data card."""
-    recipe = ES_EN
+    recipe = recipes.recipe("es_en", "full")
     path = out_dir / SHIPPED_ES_EN
     save_checkpoint(path, model, model.cfg, half=True,
                     extra={"src_vocab": es_train.src_vocab.to_list(), "tgt_vocab": es_train.tgt_vocab.to_list(),
@@ -72,7 +73,7 @@ The English -> Spanish attention model of notebook 02_bahdanau_attention, traine
 that the fast profile can show attention on real language (its full profile trains the
 same recipe itself).
 
-- Made by: `python scripts/train_es_en_attention.py` (the recipe `seq2seq.ES_EN`, the code
+- Made by: `python scripts/train_es_en_attention.py` (the recipe `recipes.ES_EN_FULL`, the code
   of `course_utils.data`, `seq2seq` and `training`, seed 0, one thread).
 - Data: `data/es_en_bible.tsv.gz` (card: es_en_bible.md), verses of at most {recipe.max_len} words,
   `data.es_en_splits` (seed 0): {len(es.train):,} training pairs; the {len(es.test)} test pairs were never

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _tuning  # noqa: E402  (sets the one-thread environment before torch starts)
 
 CONSTANT = dict(warmup=0, final_lr=1.0)
-#: (label, changes to convs2s.FAST, seeds)
+#: (label, changes to recipes.CONVS2S_FAST, seeds)
 CANDIDATES = [
     ("embeddings N(0, 1) (PyTorch's default), lr 5e-3 constant, 500 steps",
      dict(emb_std=1.0, steps=500, **CONSTANT), (0,)),
@@ -39,7 +39,7 @@ CANDIDATES = [
     ("N(0, 0.1), lr 5e-3 constant, 1300 steps", dict(**CONSTANT), (0,)),
     ("**the fast recipe**: N(0, 0.1), decay, 100 warm-up steps, 1300 steps", dict(), (0, 1)),
 ]
-#: the full profile's candidates: (label, changes to convs2s.FULL, seeds)
+#: the full profile's candidates: (label, changes to recipes.CONVS2S_FULL, seeds)
 FULL_CANDIDATES = [
     ("**the full recipe**: 128 channels, 4+4 layers, lr 2e-3, decay, 100 warm-up, 3000 steps", dict(), (0, 1, 2)),
     ("128 channels, 4+4 layers, lr 5e-3 (the earlier full recipe), decay, 100 warm-up, 3000 steps",
@@ -55,11 +55,11 @@ def run(label: str, changes: dict, seed: int, full: bool = False) -> tuple[str, 
     """Train one candidate with ``seed`` (its initial weights) and score it on valid."""
     import torch
 
-    from course_utils import convs2s as C
+    from course_utils import convs2s as C, recipes
     from course_utils import data, setup
     from course_utils.decoding import score_translations
     device = torch.device(setup(seed=seed, verbose=False).device)
-    recipe = replace(C.FULL if full else C.FAST, **changes)
+    recipe = replace(recipes.CONVS2S_FULL if full else recipes.CONVS2S_FAST, **changes)
     splits = data.load_synthetic()
     train_data = data.TranslationData.build(splits.train)
     torch.manual_seed(seed)

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _tuning  # noqa: E402  (sets the one-thread environment before torch starts)
 
-#: (label, changes to transformer.FAST, seeds)
+#: (label, changes to recipes.TRANSFORMER_FAST, seeds)
 CANDIDATES = [
     ("2+2 layers, lr 2e-3, warm-up 100, 1500 steps, no cool-down",
      dict(lr=2e-3, warmup=100, max_steps=1500, cooldown=0), (0,)),
@@ -45,10 +45,10 @@ def run(label: str, changes: dict, seed: int) -> tuple[str, int, dict]:
     import torch
 
     from course_utils import data, setup
-    from course_utils import transformer as T
+    from course_utils import recipes, transformer as T
     from course_utils.decoding import score_translations
     device = torch.device(setup(seed=seed, verbose=False).device)
-    recipe = replace(T.FAST, **changes)
+    recipe = replace(recipes.TRANSFORMER_FAST, **changes)
     splits = data.load_synthetic()
     train_data = data.TranslationData.build(splits.train)
     torch.manual_seed(seed)

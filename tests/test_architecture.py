@@ -104,3 +104,29 @@ def test_the_package_finds_a_models_device_one_way():
     scheduled = re.compile(r"lr_scheduler\.LambdaLR\(")
     elsewhere = [p.name for p in sorted(PACKAGE.glob("*.py")) if p.name != "schedules.py" and scheduled.search(p.read_text())]
     assert not elsewhere, f"a learning-rate schedule built outside course_utils/schedules.py: {elsewhere}"
+
+
+def _drawn_imports() -> dict[str, set[str]]:
+    """The import graph as docs/ARCHITECTURE.md draws it (``a & b --> c & d`` lines)."""
+    (graph,) = re.findall(r"```mermaid\n(.*?)```", DOCUMENT.read_text(), re.S)
+    drawn = {module: set() for module in _modules()}
+    for left, right in re.findall(r"^\s*([\w &]+?)\s*-->\s*([\w &]+?)\s*$", graph, re.M):
+        for module in left.split("&"):
+            drawn[module.strip()].update(other.strip() for other in right.split("&"))
+    return drawn
+
+
+def test_the_drawn_graph_is_the_import_graph():
+    """The picture in the document is the package as it is: every arrow an import, every
+    import an arrow."""
+    actual = {module: _imports(module) for module in _modules()}
+    wrong = {m: (sorted(_drawn_imports()[m] - actual[m]), sorted(actual[m] - _drawn_imports()[m]))
+             for m in actual if _drawn_imports()[m] != actual[m]}
+    assert not wrong, "module: (drawn but not imported, imported but not drawn): " + repr(wrong)
+
+
+def test_the_book_documents_every_module():
+    """book/api.md (the website's API page) has a section for every module of the package."""
+    page = (ROOT / "book" / "api.md").read_text()
+    documented = re.findall(r"^\.\. automodule:: course_utils\.(\w+)$", page, re.M)
+    assert sorted(documented) == _modules(), f"missing: {sorted(set(_modules()) - set(documented))}"

@@ -296,7 +296,7 @@ def test_correct_answers_and_the_allowed_imports_raise_no_flag(name):
         "a3_bpe": "from course_utils import setup\nfrom collections import Counter",
         "a4_bert": "from course_utils.bert import BertConfig\nfrom course_utils.transformer import EncoderLayer as Layer",
         "a5_gpt": "from course_utils.gpt import GPTConfig as Config\nimport course_utils.training as T\n_steps = T.train",
-        "a6_vit": "from course_utils.vit import image_batches\nfrom course_utils.transformer import EncoderLayer as Layer",
+        "a6_vit": "from course_utils.vit_training import image_batches\nfrom course_utils.transformer import EncoderLayer as Layer",
     }[name]
     answer = next(A.grade_id(c) for c in _source(name).cells if A.is_answer_cell(c))
     report = _checked(name, **{answer: _append(allowed)})

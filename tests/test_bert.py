@@ -6,7 +6,7 @@ import functools
 import pytest
 import torch
 
-from course_utils import bert as B, bert_training as BT, novels
+from course_utils import bert as B, bert_training as BT, novels, recipes
 from course_utils.data import Paragraph
 
 
@@ -410,7 +410,7 @@ def test_continuation_pairs_are_next_sentences_or_another_chapter_of_the_same_no
         novels.continuation_pairs(train[:3], 100)
 
 
-@pytest.mark.parametrize("recipe", [B.FAST, B.FULL], ids=["fast", "full"])
+@pytest.mark.parametrize("recipe", [recipes.BERT_FAST, recipes.BERT_FULL], ids=["fast", "full"])
 def test_both_recipes_section_8_data_fit_the_novels(recipe):
     # (the full profile once asked for 2,000 test pairs where the held-out paragraphs hold 1,685)
     train, test = _novel_splits()
@@ -486,7 +486,7 @@ def test_pretrain_runs_the_schedule_and_save_load_round_trips(tmp_path, device):
     from dataclasses import replace
     tok = BT.train_wordpiece_tokenizer(TEXTS, vocab_size=120)
     docs = [novels.split_sentences(" ".join(TEXTS[i:i + 4])) for i in range(0, 40, 4)]
-    recipe = replace(B.FAST, vocab_size=len(tok), d_model=32, num_heads=4, d_ff=64, max_len=32,
+    recipe = replace(recipes.BERT_FAST, vocab_size=len(tok), d_model=32, num_heads=4, d_ff=64, max_len=32,
                      batch_size=8, warmup=3)
     torch.manual_seed(0)
     model = B.BertForPreTraining(recipe.model_config()).to(device)
@@ -506,15 +506,15 @@ def test_the_shipped_small_bert_is_the_fast_model_and_scores_what_its_card_says(
     from course_utils.data import load_english_text
     model, tok, info = BT.load_pretrained()           # checks data/SHA256SUMS
     model = model.to(device)                         # evaluated on the device of the run
-    assert model.cfg == B.FAST.model_config()
+    assert model.cfg == recipes.BERT_FAST.model_config()
     train, test = novels.split_paragraphs(load_english_text())
     # the same recipe learns the same vocabulary, up to a few pieces: the tokenizers library
     # breaks ties between equally frequent pairs at random (1 run in 12 differed here)
-    fresh = BT.train_wordpiece_tokenizer((p.text for p in train), B.FAST.vocab_size).get_vocab()
-    assert len(fresh) == len(tok.get_vocab()) == B.FAST.vocab_size
-    assert len(set(fresh) & set(tok.get_vocab())) > 0.99 * B.FAST.vocab_size
+    fresh = BT.train_wordpiece_tokenizer((p.text for p in train), recipes.BERT_FAST.vocab_size).get_vocab()
+    assert len(fresh) == len(tok.get_vocab()) == recipes.BERT_FAST.vocab_size
+    assert len(set(fresh) & set(tok.get_vocab())) > 0.99 * recipes.BERT_FAST.vocab_size
     pairs = novels.nsp_pairs(novels.chapter_documents(test), 2000, seed=1)   # what the script scored
-    scores = BT.evaluate_pretraining(model, tok, pairs, B.FAST.max_len)
+    scores = BT.evaluate_pretraining(model, tok, pairs, recipes.BERT_FAST.max_len)
     for key in ("mlm_accuracy", "nsp_accuracy"):
         assert scores[key] == pytest.approx(info["heldout"][key], abs=0.01)
     assert scores["mlm_accuracy"] > 0.25 and scores["nsp_accuracy"] > 0.6   # it did learn

@@ -269,12 +269,12 @@ def test_replay_widget_follows_text_and_slider():
 
 
 def test_a_smoke_run_learns_fewer_merges_in_small_batches_and_nothing_else_changes(monkeypatch):
-    from course_utils import bpe
+    from course_utils import recipes
     monkeypatch.delenv("COURSE_SMOKE_STEPS", raising=False)
-    assert bpe.config("full") == bpe.FULL and bpe.config("fast") == bpe.FAST
+    assert recipes.recipe("bpe", "full") == recipes.BPE_FULL and recipes.recipe("bpe", "fast") == recipes.BPE_FAST
     monkeypatch.setenv("COURSE_SMOKE_STEPS", "2")
-    smoke = bpe.config("full")
-    assert smoke.num_merges == smoke.mt_merges == bpe.SMOKE_MERGES < bpe.FULL.num_merges
-    assert smoke.mt_steps == bpe.FULL.mt_steps and smoke.mt_hidden_size == bpe.FULL.mt_hidden_size
+    smoke = recipes.recipe("bpe", "full")
+    assert smoke.num_merges == smoke.mt_merges == recipes.SMOKE_MERGES < recipes.BPE_FULL.num_merges
+    assert smoke.mt_steps == recipes.BPE_FULL.mt_steps and smoke.mt_hidden_size == recipes.BPE_FULL.mt_hidden_size
     from course_utils.runtime import SMOKE_BATCH
-    assert smoke.mt_batch_size == SMOKE_BATCH < bpe.FULL.mt_batch_size
+    assert smoke.mt_batch_size == SMOKE_BATCH < recipes.BPE_FULL.mt_batch_size

@@ -222,7 +222,7 @@ def test_embeddings_are_drawn_with_the_configured_spread(padded_batch):
 
 
 def test_recipe_schedule_warms_up_then_decays_to_its_floor():
-    from course_utils.convs2s import ConvS2STraining
+    from course_utils.recipes import ConvS2STraining
     r = ConvS2STraining(lr=1e-3, warmup=10, final_lr=0.05, steps=100)
     assert r.lr_factor(0) == pytest.approx(0.1 * 1.0) and r.lr_factor(9) == pytest.approx(1.0 - 9 / 100)
     factors = [r.lr_factor(s) for s in range(100)]
@@ -236,7 +236,8 @@ def test_recipe_schedule_warms_up_then_decays_to_its_floor():
 
 
 def test_fit_follows_the_recipe_and_lowers_the_loss(padded_batch, device):
-    from course_utils.convs2s import ConvS2STraining, fit
+    from course_utils.convs2s import fit
+    from course_utils.recipes import ConvS2STraining
     data, b = padded_batch
     model, b = _model(data).to(device).train(), b.to(device)
     before = seq2seq_loss(model, b).item()

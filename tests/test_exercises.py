@@ -242,11 +242,11 @@ def _notebook_function(path, name: str, namespace: dict) -> None:
 
 def _context_04(path, device):
     import torch
-    from course_utils import data, transformer as T
+    from course_utils import data, recipes, transformer as T
     from course_utils.data import TranslationData
     from course_utils.decoding import score_translations
     splits = data.load_synthetic(num_train=200, num_valid=20, num_test=20, seed=0, cache=False)
-    return dict(torch=torch, T=T, recipe=T.training_recipe("fast"), splits=splits,
+    return dict(torch=torch, T=T, recipe=recipes.TRANSFORMER_FAST, splits=splits,
                 train_data=TranslationData.build(splits.train), score_translations=score_translations,
                 device=device)
 
@@ -259,10 +259,10 @@ def _context_05(path, device):
     import torch
     from sklearn.metrics import f1_score
 
-    from course_utils import bert as B, bert_training as BT, data, novels
+    from course_utils import bert as B, bert_training as BT, data, novels, recipes
     from course_utils.training import train
     from course_utils.schedules import warmup_scheduler
-    recipe = dataclasses.replace(B.pretraining_recipe("fast"), vocab_size=300, batch_size=4,
+    recipe = dataclasses.replace(recipes.BERT_FAST, vocab_size=300, batch_size=4,
                                  max_len=32, fine_tune_batch=4, task_max_len=24)
     everything = data.load_english_text()
     book_names = sorted({p.book for p in everything})
@@ -285,9 +285,9 @@ def _context_05(path, device):
 
 def _context_06(path, device):
     from collections import Counter
-    from course_utils import bpe, data
+    from course_utils import bpe, data, recipes
     paragraphs = data.load_english_text()
-    return dict(bpe=bpe, Counter=Counter, cfg=dataclasses.replace(bpe.config("fast"), wordpiece_words=300,
+    return dict(bpe=bpe, Counter=Counter, cfg=dataclasses.replace(recipes.BPE_FAST, wordpiece_words=300,
                                                                   wordpiece_merges=40),
                 train_texts=[p.text for p in paragraphs if p.book != "Persuasion"][:300],
                 heldout_texts=[p.text for p in paragraphs if p.book == "Persuasion"][:100])

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from course_utils import gpt
+from course_utils import gpt, gpt_training, recipes
 from course_utils.bpe import BPETokenizer
 
 
@@ -155,36 +155,36 @@ def test_fit_lowers_the_heldout_loss_below_the_bigram_baseline(device):
     tokens = torch.cat([pairs, pairs], dim=1).reshape(-1)   # a b a b c d c d ...
     train, test = tokens[:9000], tokens[9000:]
     model = tiny(vocab=10, max_len=12).to(device).train()
-    recipe = gpt.GPTTraining(num_merges=0, max_len=12, d_model=32, num_heads=4, num_layers=2, d_ff=64,
+    recipe = recipes.GPTTraining(num_merges=0, max_len=12, d_model=32, num_heads=4, num_layers=2, d_ff=64,
                              dropout=0.0, batch_size=32, steps=250, lr=3e-3, warmup=20)
-    gpt.fit(model, train, recipe)
-    windows = gpt.heldout_windows(test, 12)
-    bigram = gpt.ngram_loss(train, windows, 10, order=2)
-    assert gpt.heldout_loss(model, windows) < bigram - 0.3
+    gpt_training.fit(model, train, recipe)
+    windows = gpt_training.heldout_windows(test, 12)
+    bigram = gpt_training.ngram_loss(train, windows, 10, order=2)
+    assert gpt_training.heldout_loss(model, windows) < bigram - 0.3
 
 
 def test_ngram_losses_known_values():
     train = torch.tensor([0, 1, 0, 1, 0, 2])
     windows = torch.tensor([[0, 1, 0]])
     # unigram counts (3, 2, 1) + 0.5 each over 3 tokens: p(1) = 2.5/7.5, p(0) = 3.5/7.5
-    uni = gpt.ngram_loss(train, windows, 3, order=1, alpha=0.5)
+    uni = gpt_training.ngram_loss(train, windows, 3, order=1, alpha=0.5)
     assert uni == pytest.approx(-(math.log(2.5 / 7.5) + math.log(3.5 / 7.5)) / 2)
     # bigram: after 0 came 1, 1, 2; after 1 came 0, 0 (alpha 0.5 on 3 successors)
-    bi = gpt.ngram_loss(train, windows, 3, order=2, alpha=0.5)
+    bi = gpt_training.ngram_loss(train, windows, 3, order=2, alpha=0.5)
     assert bi == pytest.approx(-(math.log(2.5 / 4.5) + math.log(2.5 / 3.5)) / 2)
     with pytest.raises(ValueError, match="order must be 1"):
-        gpt.ngram_loss(train, windows, 3, order=3)
+        gpt_training.ngram_loss(train, windows, 3, order=3)
 
 
 def test_windows_are_shifted_copies_of_the_stream():
     tokens = torch.arange(100)
-    w = gpt.random_windows(tokens, 8, 5, torch.Generator().manual_seed(0))
+    w = gpt_training.random_windows(tokens, 8, 5, torch.Generator().manual_seed(0))
     assert w.shape == (5, 9)
     assert torch.equal(w[:, 1:] - w[:, :-1], torch.ones(5, 8, dtype=torch.long))
-    held = gpt.heldout_windows(tokens, 8)
+    held = gpt_training.heldout_windows(tokens, 8)
     assert held.shape == (12, 9) and held[1, 0] == 8 and held[0, -1] == 8
     with pytest.raises(ValueError, match="at least max_len \\+ 1 = 9"):
-        gpt.random_windows(torch.arange(5), 8, 2)
+        gpt_training.random_windows(torch.arange(5), 8, 2)
 
 
 def test_classifier_reads_the_last_real_token_and_ignores_padding_after_it():
@@ -216,19 +216,19 @@ def test_classification_loss_with_the_auxiliary_lm_term():
 
 def test_encode_for_classification_truncates_and_pads():
     tok = BPETokenizer([("a", "b")], byte_level=True)
-    enc = gpt.encode_for_classification(tok, ["ab ab ab", "b"], [1, 0], max_len=3)
+    enc = gpt_training.encode_for_classification(tok, ["ab ab ab", "b"], [1, 0], max_len=3)
     assert enc["lengths"].tolist() == [3, 1]
     assert enc["input_ids"][1, 1:].tolist() == [0, 0]
     with pytest.raises(ValueError, match="as many"):
-        gpt.encode_for_classification(tok, ["a"], [1, 0], max_len=3)
+        gpt_training.encode_for_classification(tok, ["a"], [1, 0], max_len=3)
 
 
 def test_checkpoint_round_trip(tmp_path):
     tok = BPETokenizer([("t", "h"), ("th", "e")], byte_level=True)
     model = tiny(vocab=len(tok))
     path = tmp_path / "m.pt"
-    gpt.save_pretrained(path, model, tok, {"steps": 3})
-    loaded, tok2, info = gpt.load_pretrained(path)
+    gpt_training.save_pretrained(path, model, tok, {"steps": 3})
+    loaded, tok2, info = gpt_training.load_pretrained(path)
     assert info == {"steps": 3} and tok2.merges == tok.merges and loaded.config == model.config
     idx = torch.tensor([tok.encode("the theme")])
     torch.testing.assert_close(loaded(idx), model(idx), rtol=1e-2, atol=1e-2)   # float16 storage
@@ -237,14 +237,14 @@ def test_checkpoint_round_trip(tmp_path):
 def test_shipped_checkpoint_loads_verified_and_beats_the_bigram(device):
     from course_utils.novels import split_paragraphs
     from course_utils.data import load_english_text
-    model, tok, info = gpt.load_pretrained(device=device)   # evaluated on the device of the run
+    model, tok, info = gpt_training.load_pretrained(device=device)   # evaluated on the device of the run
     assert len(tok) == model.config.vocab_size == 256 + len(tok.merges)
     assert info["heldout_loss"] < 4.5
     _, test = split_paragraphs(load_english_text())
-    tokens = gpt.encode_text(tok, gpt.novel_text(test[:400]))
-    windows = gpt.heldout_windows(tokens, model.config.max_len, 40)
-    train = gpt.encode_text(tok, gpt.novel_text(test[400:]))   # any Austen text for the counts
-    assert gpt.heldout_loss(model, windows) < gpt.ngram_loss(train, windows, len(tok), order=2) - 0.5
+    tokens = gpt_training.encode_text(tok, gpt_training.novel_text(test[:400]))
+    windows = gpt_training.heldout_windows(tokens, model.config.max_len, 40)
+    train = gpt_training.encode_text(tok, gpt_training.novel_text(test[400:]))   # any Austen text for the counts
+    assert gpt_training.heldout_loss(model, windows) < gpt_training.ngram_loss(train, windows, len(tok), order=2) - 0.5
 
 
 def test_bad_inputs_say_what_was_expected(device):
@@ -284,8 +284,8 @@ def test_generate_stops_a_model_left_on_the_cpu_beside_a_gpu(monkeypatch):
 
 
 def test_recipes_and_smoke_caps(monkeypatch):
-    assert gpt.training_recipe("fast") is gpt.FAST and gpt.training_recipe("full") is gpt.FULL
+    assert recipes.recipe("gpt", "fast") is recipes.GPT_FAST and recipes.recipe("gpt", "full") is recipes.GPT_FULL
     monkeypatch.setenv("COURSE_SMOKE_STEPS", "2")
     monkeypatch.setenv("COURSE_SMOKE_EVAL", "16")
-    small = gpt.training_recipe("full")
-    assert small.eval_windows == 16 and small.num_samples <= 8 and small.d_model == gpt.FULL.d_model
+    small = recipes.recipe("gpt", "full")
+    assert small.eval_windows == 16 and small.num_samples <= 8 and small.d_model == recipes.GPT_FULL.d_model

@@ -133,19 +133,18 @@ def test_smoke_knob_caps_steps_and_test_sets(monkeypatch):
     assert runtime.smoke_steps() is None and runtime.smoke_eval_size() is None
     assert runtime.cap_steps(500) == 500 and runtime.cap_steps(None) is None
     assert runtime.cap_batch(64) == 64
-    from course_utils import bert
-    assert bert.pretraining_recipe("full") == bert.FULL
-    from course_utils import transformer
-    assert transformer.training_recipe("full") == transformer.FULL
+    from course_utils import recipes
+    assert recipes.recipe("bert", "full") == recipes.BERT_FULL
+    assert recipes.recipe("transformer", "full") == recipes.TRANSFORMER_FULL
     monkeypatch.setenv("COURSE_SMOKE_STEPS", "3")
     assert runtime.cap_batch(64) == runtime.SMOKE_BATCH and runtime.cap_batch(2) == 2
-    smoke = bert.pretraining_recipe("full")   # the full models, small batches
-    assert smoke.model_config() == bert.FULL.model_config() and smoke.task_max_len == bert.FULL.task_max_len
+    smoke = recipes.recipe("bert", "full")   # the full models, small batches
+    assert smoke.model_config() == recipes.BERT_FULL.model_config() and smoke.task_max_len == recipes.BERT_FULL.task_max_len
     assert (smoke.batch_size, smoke.fine_tune_batch) == (runtime.SMOKE_BATCH, runtime.SMOKE_BATCH)
-    for make, full in ((transformer.training_recipe, transformer.FULL),
-                       (transformer.comparison_recipe, transformer.COMPARE_FULL)):
-        assert make("full").batch_size == runtime.SMOKE_BATCH < full.batch_size
-        assert make("full").d_model == full.d_model
+    for name, full in (("transformer", recipes.TRANSFORMER_FULL),
+                       ("transformer_comparison", recipes.TRANSFORMER_COMPARISON_FULL)):
+        assert recipes.recipe(name, "full").batch_size == runtime.SMOKE_BATCH < full.batch_size
+        assert recipes.recipe(name, "full").d_model == full.d_model
     assert runtime.smoke_steps() == 3 and runtime.smoke_eval_size() == 128
     assert runtime.cap_steps(500) == 3 and runtime.cap_steps(2) == 2 and runtime.cap_steps(None) == 3
     monkeypatch.setenv("COURSE_SMOKE_EVAL", "10")

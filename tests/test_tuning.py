@@ -8,13 +8,13 @@ from pathlib import Path
 
 import tune_transformer as tune  # scripts/ is on sys.path (conftest.py)
 
-from course_utils import transformer as T
+from course_utils import recipes
 
 
 def test_every_candidate_is_a_variation_of_the_fast_recipe_and_one_is_the_recipe():
-    recipes = [replace(T.FAST, **changes) for _, changes, _ in tune.CANDIDATES]  # unknown field: TypeError
-    assert recipes.count(T.FAST) == 1
-    assert len({repr(r) for r in recipes}) == len(recipes), "two candidates are the same recipe"
+    tried = [replace(recipes.TRANSFORMER_FAST, **changes) for _, changes, _ in tune.CANDIDATES]  # unknown field: TypeError
+    assert tried.count(recipes.TRANSFORMER_FAST) == 1
+    assert len({repr(r) for r in tried}) == len(tried), "two candidates are the same recipe"
     assert all(seeds for _, _, seeds in tune.CANDIDATES)
 
 
@@ -53,11 +53,10 @@ def _check_rows(appendix: str, candidates) -> None:
 def test_convs2s_candidates_are_variations_of_its_recipes_and_the_appendix_lists_them():
     import tune_convs2s as conv_tune
 
-    from course_utils import convs2s as C
-    for base, candidates in ((C.FAST, conv_tune.CANDIDATES), (C.FULL, conv_tune.FULL_CANDIDATES)):
-        recipes = [replace(base, **changes) for _, changes, _ in candidates]  # unknown field: TypeError
-        assert recipes.count(base) == 1
-        assert len(set(recipes)) == len(recipes), "two candidates are the same recipe"
+    for base, candidates in ((recipes.CONVS2S_FAST, conv_tune.CANDIDATES), (recipes.CONVS2S_FULL, conv_tune.FULL_CANDIDATES)):
+        tried = [replace(base, **changes) for _, changes, _ in candidates]  # unknown field: TypeError
+        assert tried.count(base) == 1
+        assert len(set(tried)) == len(tried), "two candidates are the same recipe"
     _check_rows(_appendix("03_convs2s.ipynb", "## Appendix: how the recipe was put together"), conv_tune.CANDIDATES)
     _check_rows(_appendix("03_convs2s.ipynb", "### The full profile's recipe"), conv_tune.FULL_CANDIDATES)
     body = "\n".join(_markdown("03_convs2s.ipynb"))

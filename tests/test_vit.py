@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from course_utils import data, vit
+from course_utils import captioning, data, recipes, vit, vit_training
 
 
 def test_patchify_known_values_row_major_and_channel_first():
@@ -117,7 +117,7 @@ def test_attention_rollout_by_hand_and_rows_sum_to_one():
 def test_random_shift_moves_by_at_most_one_pixel_and_keeps_the_shape():
     images = torch.zeros(50, 1, 8, 8)
     images[:, :, 3, 4] = 1.0
-    shifted = vit.random_shift(images, 1, generator=torch.Generator().manual_seed(0))
+    shifted = vit_training.random_shift(images, 1, generator=torch.Generator().manual_seed(0))
     assert shifted.shape == images.shape and torch.all(shifted.sum((1, 2, 3)) == 1)
     where = shifted[:, 0].flatten(1).argmax(1)
     rows, cols = where // 8, where % 8
@@ -128,7 +128,7 @@ def test_random_shift_is_each_image_cut_from_its_padded_copy_with_the_same_draws
     # the batched gather against the plain per-image slice, bit for bit: two channels, shifts
     # up to two pixels, and the generator's draws (dy for every image, then dx) unchanged
     images = torch.rand(30, 2, 6, 7, generator=torch.Generator().manual_seed(1))
-    shifted = vit.random_shift(images, 2, generator=torch.Generator().manual_seed(5))
+    shifted = vit_training.random_shift(images, 2, generator=torch.Generator().manual_seed(5))
     g = torch.Generator().manual_seed(5)
     dy, dx = torch.randint(0, 5, (30,), generator=g), torch.randint(0, 5, (30,), generator=g)
     padded = torch.nn.functional.pad(images, (2, 2, 2, 2))
@@ -154,30 +154,30 @@ def test_digits_splits_are_fixed_stratified_and_disjoint():
         data.load_digit_images(num_valid=5)
 
 
-@pytest.mark.parametrize("make", [lambda: small_vit(), lambda: vit.small_cnn(), lambda: vit.mlp()],
+@pytest.mark.parametrize("make", [lambda: small_vit(), lambda: vit_training.small_cnn(), lambda: vit_training.mlp()],
                          ids=["vit", "cnn", "mlp"])
 def test_models_overfit_a_tiny_batch(make, device):
     splits = data.load_digit_images()
     images, labels = splits.train.images[:32], splits.train.labels[:32]   # fit and accuracy move them
     model = make().to(device).train()
-    recipe = vit.ViTTraining(batch_size=32, lr=3e-3, warmup=5, max_steps=300, weight_decay=0.0)
-    history = vit.fit(model, images, labels, recipe)
+    recipe = recipes.ViTTraining(batch_size=32, lr=3e-3, warmup=5, max_steps=300, weight_decay=0.0)
+    history = vit_training.fit(model, images, labels, recipe)
     assert history.losses[-1] < 0.05 < history.losses[0]
-    assert vit.accuracy(model, images, labels) == 1.0
+    assert vit_training.accuracy(model, images, labels) == 1.0
 
 
 def test_recipes_and_model_config():
-    assert vit.training_recipe("fast") is vit.FAST and vit.training_recipe("full") is vit.FULL
-    cfg = vit.FAST.model_config(positions="none")
-    assert cfg.positions == "none" and cfg.d_model == vit.FAST.d_model and cfg.num_patches == 16
+    assert recipes.recipe("vit", "fast") is recipes.VIT_FAST and recipes.recipe("vit", "full") is recipes.VIT_FULL
+    cfg = recipes.VIT_FAST.model_config(positions="none")
+    assert cfg.positions == "none" and cfg.d_model == recipes.VIT_FAST.d_model and cfg.num_patches == 16
 
 
 def test_digit_strips_put_the_digits_side_by_side_and_end_the_caption():
     images = torch.arange(5, dtype=torch.float32).reshape(5, 1, 1, 1).expand(5, 1, 2, 2)
     labels = torch.tensor([0, 1, 2, 3, 4])
-    strips, captions = vit.digit_strips(images, labels, count=6, num_digits=3, seed=0)
+    strips, captions = captioning.digit_strips(images, labels, count=6, num_digits=3, seed=0)
     assert strips.shape == (6, 1, 2, 6) and captions.shape == (6, 4)
-    assert torch.all(captions[:, -1] == vit.EOS)
+    assert torch.all(captions[:, -1] == captioning.EOS)
     for strip, caption in zip(strips, captions):      # the value of each image is its label here
         assert strip[0, 0, ::2].tolist() == caption[:3].float().tolist()
 
@@ -185,15 +185,15 @@ def test_digit_strips_put_the_digits_side_by_side_and_end_the_caption():
 def test_captioner_shapes_attention_and_it_overfits_a_tiny_batch(device):
     from course_utils.training import train
     splits = data.load_digit_images()
-    strips, captions = vit.digit_strips(splits.train.images, splits.train.labels, 16, seed=0)
+    strips, captions = captioning.digit_strips(splits.train.images, splits.train.labels, 16, seed=0)
     strips, captions = strips.to(device), captions.to(device)
     torch.manual_seed(0)
-    model = vit.DigitCaptioner(hidden=32, channels=8).to(device)
+    model = captioning.DigitCaptioner(hidden=32, channels=8).to(device)
     logits, weights = model(strips, captions)
-    assert logits.shape == (16, 4, vit.EOS + 1) and weights.shape == (16, 4, 12)
+    assert logits.shape == (16, 4, captioning.EOS + 1) and weights.shape == (16, 4, 12)
     torch.testing.assert_close(weights.sum(-1).cpu(), torch.ones(16, 4))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    history = train(model, [(strips, captions)], vit.caption_loss, optimizer, max_steps=150, progress=False)
+    history = train(model, [(strips, captions)], captioning.caption_loss, optimizer, max_steps=150, progress=False)
     assert history.losses[-1] < 0.05 < history.losses[0]
     words, attention = model.eval().greedy(strips, 4)
     assert torch.equal(words, captions) and attention.shape == (16, 4, 12)

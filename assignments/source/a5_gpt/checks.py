@@ -193,7 +193,7 @@ def model_calls():
 
 
 def loss_calls():
-    from course_utils.gpt import heldout_windows
+    from course_utils.gpt_training import heldout_windows
     text = _text()
     make, _ = _model(dict(vocab_size=VOCAB_SIZE, max_len=16, d_model=16, num_heads=2, num_layers=1, d_ff=32), 24)
     return [_call("lm_loss", make, heldout_windows(text["valid_tokens"], 16, 4), grad=True),
@@ -272,7 +272,7 @@ def _text() -> dict:
         if not _text_cache:
             import torch
             from course_utils.data import load_english_text
-            from course_utils.gpt import heldout_windows, ngram_loss
+            from course_utils.gpt_training import heldout_windows, ngram_loss
             from course_utils.novels import split_paragraphs
 
             def encode(paragraphs):
@@ -325,18 +325,18 @@ def _verdict(state) -> tuple[bool, str]:
     weights: held-out loss MARGIN under the bigram's on the 500 test windows, and on 500
     windows from the second half of the held-out text."""
     import torch
-    from course_utils import gpt as G
+    from course_utils import gpt as G, gpt_training as GT
     text = _text()
     with torch.device("meta"):  # no initialiser runs: torch's global random state stays untouched
         model = G.GPT(config())
     model = model.to_empty(device="cpu")
     model.load_state_dict(state["model"])
     model.eval()
-    loss = G.heldout_loss(model, text["test_windows"])
+    loss = GT.heldout_loss(model, text["test_windows"])
     if not loss < text["bigram"] - MARGIN:
         return False, (f"held-out loss {loss:.2f} nats per token is not {MARGIN} under the bigram's "
                        f"{text['bigram']:.2f}")
-    if not G.heldout_loss(model, text["later_windows"]) < text["later_bigram"] - MARGIN:
+    if not GT.heldout_loss(model, text["later_windows"]) < text["later_bigram"] - MARGIN:
         return False, "a hidden case: the loss on more of the held-out text is not far enough under the bigram's"
     return True, ""
 
