@@ -51,7 +51,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 import torch
 
@@ -638,6 +638,37 @@ def load_english_text(folder=None) -> list[Paragraph]:
     """Paragraphs of six public-domain novels by Jane Austen, checksum-verified.
     Data card: data/austen_novels.md. Taught in: 05_bert, 06_bpe."""
     return list(_load_austen(str(folder or data_dir())))
+
+
+# --------------------------------------------------------------------------------------
+# Co-occurrence: which words go together across a parallel corpus (00's alignment sketch)
+# --------------------------------------------------------------------------------------
+
+def association_lexicon(pairs: Sequence[tuple[str, str]], max_pairs: int = 4000) -> dict[str, dict[str, float]]:
+    """For each target word, the Dice association 2·c(s, t) / (c(s) + c(t)) with every source
+    word it co-occurs with (counted once per sentence pair, over the first ``max_pairs``):
+    an alignment sketch learned from co-occurrence alone, no model. Taught in: 00_welcome."""
+    src_count, tgt_count, both = Counter(), Counter(), Counter()
+    for src, tgt in pairs[:max_pairs]:
+        s, t = set(tokenize(src)), set(tokenize(tgt))
+        src_count.update(s)
+        tgt_count.update(t)
+        both.update((a, b) for a in s for b in t)
+    lexicon: dict[str, dict[str, float]] = {}
+    for (a, b), n in both.items():
+        lexicon.setdefault(b, {})[a] = 2 * n / (src_count[a] + tgt_count[b])
+    return lexicon
+
+
+def alignment_sketch(src: str, tgt: str, lexicon: Mapping[str, Mapping[str, float]]) -> list[tuple[str, str, float]]:
+    """(target word, its most associated source word in this pair, Dice) for each target word."""
+    s = tokenize(src)
+    out = []
+    for b in tokenize(tgt):
+        scores = lexicon.get(b, {})
+        best = max(s, key=lambda a: scores.get(a, 0.0))
+        out.append((b, best, scores.get(best, 0.0)))
+    return out
 
 
 # --------------------------------------------------------------------------------------

@@ -622,42 +622,12 @@ def mlm_explorer(model, tokenizer, sentence: str, masked: str, seed: int = 0):
 
 # ---- the datasets (00) ----
 
-def association_lexicon(pairs: Sequence[tuple[str, str]], max_pairs: int = 4000) -> dict[str, dict[str, float]]:
-    """For each target word, the Dice association 2·c(s, t) / (c(s) + c(t)) with every source
-    word it co-occurs with (counted once per sentence pair, over the first ``max_pairs``):
-    an alignment sketch learned from co-occurrence alone, no model."""
-    from collections import Counter
-    from course_utils.data import tokenize
-    src_count, tgt_count, both = Counter(), Counter(), Counter()
-    for src, tgt in pairs[:max_pairs]:
-        s, t = set(tokenize(src)), set(tokenize(tgt))
-        src_count.update(s)
-        tgt_count.update(t)
-        both.update((a, b) for a in s for b in t)
-    lexicon: dict[str, dict[str, float]] = {}
-    for (a, b), n in both.items():
-        lexicon.setdefault(b, {})[a] = 2 * n / (src_count[a] + tgt_count[b])
-    return lexicon
-
-
-def alignment_sketch(src: str, tgt: str, lexicon: Mapping[str, Mapping[str, float]]) -> list[tuple[str, str, float]]:
-    """(target word, its most associated source word in this pair, Dice) for each target word."""
-    from course_utils.data import tokenize
-    s = tokenize(src)
-    out = []
-    for b in tokenize(tgt):
-        scores = lexicon.get(b, {})
-        best = max(s, key=lambda a: scores.get(a, 0.0))
-        out.append((b, best, scores.get(best, 0.0)))
-    return out
-
-
 def dataset_html(pairs: Sequence[tuple[str, str]], low: int, high: int, draw: int, per_page: int = 5,
                  lexicon=None, src_lengths: Sequence[int] | None = None) -> str:
     """``per_page`` random pairs (draw number ``draw``) whose source has ``low``..``high``
     words, with their word counts; with a lexicon, the alignment sketch of the first.
     ``src_lengths``: the source lengths of ``pairs``, if already counted."""
-    from course_utils.data import tokenize
+    from course_utils.data import alignment_sketch, tokenize
     if src_lengths is None:
         src_lengths = [len(tokenize(s)) for s, _ in pairs]
     fits = [pair for pair, n in zip(pairs, src_lengths) if low <= n <= high]

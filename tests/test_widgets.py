@@ -219,7 +219,8 @@ def test_mlm_explorer_names_words_it_does_not_know(small_bert):
 
 def test_dataset_browser_filters_by_length_and_sketches_an_alignment(small_synthetic):
     from course_utils.data import tokenize
-    from course_utils.widgets import association_lexicon, dataset_browser
+    from course_utils.data import association_lexicon
+    from course_utils.widgets import dataset_browser
     lexicon = association_lexicon(small_synthetic.train)
     assert max(lexicon["zwanzig"], key=lexicon["zwanzig"].get) == "twenty"
     box = dataset_browser({"synthetic": small_synthetic.train, "other": small_synthetic.test[:20]},
