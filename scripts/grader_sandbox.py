@@ -67,6 +67,7 @@ NO_SANDBOX_FLAG = "not sandboxed (--no-sandbox)"
 IN_SANDBOX_WORK = "/tmp/work"      # the work folder, as the sandbox sees it
 IN_SANDBOX_CODE = "/tmp/grader"    # this file, as the sandbox sees it
 TIME_LIMIT_ERROR = "TimeLimit"
+INTERRUPTED = "interrupted: the time limit was reached while this cell ran"  # its message, mid-cell
 PROBE_KEY = "grader_probe"         # metadata key of a probe cell (its value: the question's grade_id)
 PROBES = "probes"                  # the folder of the probes' answers, written by the runner at the end
 
@@ -701,19 +702,16 @@ def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = No
                 return cell
             question = cell.get("metadata", {}).get(PROBE_KEY)
             if not isinstance(question, str):
-                return self._cut_by_the_limit(
-                    await super().async_execute_cell(cell, cell_index, execution_count, store_history), cell_index)
-            answer = Path(workdir, "out", f"{question}.json")
-            _take(answer)  # whatever an earlier cell wrote there is not this probe's answer
-            try:
-                return self._cut_by_the_limit(
-                    await super().async_execute_cell(cell, cell_index, execution_count, store_history), cell_index)
-            finally:
-                text = _take(answer)
-                if text is not None and probes is not None:
-                    probes[question] = text
-
-        def _cut_by_the_limit(self, cell, cell_index):
+                cell = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+            else:
+                answer = Path(workdir, "out", f"{question}.json")
+                _take(answer)  # whatever an earlier cell wrote there is not this probe's answer
+                try:
+                    cell = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+                finally:
+                    text = _take(answer)
+                    if text is not None and probes is not None:
+                        probes[question] = text
             # the time limit's interrupt leaves the kernel's KeyboardInterrupt as the cell's only
             # error output (nbclient's timeout error goes into the reply, not the outputs): past
             # the deadline it is the limit (else, in the last cell, it read as the student's
@@ -723,8 +721,7 @@ def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = No
                     if out.get("output_type") == "error" and out.get("ename") == "KeyboardInterrupt":
                         stopped.append(cell_index)
                         cell.outputs[i] = nbformat.v4.new_output(
-                            "error", ename=TIME_LIMIT_ERROR, traceback=[],
-                            evalue="interrupted: the time limit was reached while this cell ran")
+                            "error", ename=TIME_LIMIT_ERROR, traceback=[], evalue=INTERRUPTED)
             return cell
 
         def output(self, outs, msg, display_id, cell_index):
@@ -748,8 +745,7 @@ def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = No
 
     client = Client(nb, timeout=timeout, timeout_func=cell_timeout, kernel_name="python3",
                     allow_errors=True, interrupt_on_timeout=True, shutdown_kernel="immediate",
-                    error_on_timeout={"ename": TIME_LIMIT_ERROR, "evalue": "interrupted: the time limit "
-                                      "was reached while this cell ran", "traceback": []},
+                    error_on_timeout={"ename": TIME_LIMIT_ERROR, "evalue": INTERRUPTED, "traceback": []},
                     resources={"metadata": {"path": str(workdir)}})
     client.execute(env={**os.environ, **(env or {})})
     interrupted = any(o.get("output_type") == "error" and o.get("ename") == TIME_LIMIT_ERROR
