@@ -190,27 +190,42 @@ def _is_code(v) -> bool:
     return callable(v) or issubclass(type(v), (type, types.ModuleType, property, classmethod, staticmethod))
 
 
-def _look(modules: tuple[str, ...] | None = None) -> tuple[dict, dict]:
+def _look(modules: tuple[str, ...] | None = None, reads: dict | None = None) -> tuple[dict, dict]:
     """What stands where now: ((id of owner, attribute) -> object, id of owner -> (its name,
     'module', 'class' or 'function', the owner)), for every loaded module of ``WATCHED``, every class
     defined there (its own dictionary) and every Python function found in either (its code
     and defaults: ``f.__code__ = ...`` changes a function without a store into a module).
     Read with ``vars``, ``type`` and dictionary views only, which a submission cannot replace.
-    ``modules``: only these (``QUICK``)."""
+    ``modules``: only these (``QUICK``). ``reads``: filled with everything read, as it was read
+    (``_as_when``)."""
     import types
     seen, owners, functions = {}, {}, []
+    started, mappings, class_modules, read_functions = [], [], [], []
     for name, module in list(sys.modules.items()) if modules is None else [(m, sys.modules.get(m)) for m in modules]:
+        if type(name) is not str:
+            started = None  # a name that is not a plain string runs code when split: never cached
         if name.split(".")[0] not in WATCHED or not issubclass(type(module), types.ModuleType):
             continue
+        if started is not None:
+            started.append((name, module))
         owners[id(module)] = (name, "module", module)  # the object kept: its id is not reused
-        for key, value in list(vars(module).items()):
+        items = list(vars(module).items())
+        mappings.append((vars(module), [k for k, _ in items], [v for _, v in items]))
+        for key, value in items:
             seen[(id(module), key)] = value
             functions.append(value)
-            if issubclass(type(value), type) and str(vars(value).get("__module__", "")).split(".")[0] in WATCHED:
-                owners[id(value)] = (f"{vars(value).get('__module__')}.{value.__qualname__}", "class", value)
-                for ckey, cvalue in list(vars(value).items()):
-                    seen[(id(value), ckey)] = cvalue
-                    functions.append(cvalue)
+            if issubclass(type(value), type):
+                where = vars(value).get("__module__", _ABSENT)
+                class_modules.append((vars(value), where))
+                if where is not _ABSENT and type(where) not in _PLAIN_MODULE_NAMES:
+                    started = None  # its str() may run code, and differ from one look to the next
+                if str("" if where is _ABSENT else where).split(".")[0] in WATCHED:
+                    owners[id(value)] = (f"{vars(value).get('__module__')}.{value.__qualname__}", "class", value)
+                    citems = list(vars(value).items())
+                    mappings.append((vars(value), [k for k, _ in citems], [v for _, v in citems]))
+                    for ckey, cvalue in citems:
+                        seen[(id(value), ckey)] = cvalue
+                        functions.append(cvalue)
     for f in functions:
         if type(f) in (classmethod, staticmethod):
             f = f.__func__
@@ -219,8 +234,12 @@ def _look(modules: tuple[str, ...] | None = None) -> tuple[dict, dict]:
             continue
         if type(f) is types.FunctionType and id(f) not in owners:
             owners[id(f)] = (f"{f.__module__}.{f.__qualname__}", "function", f)
+            code, defaults, kwdefaults = f.__code__, f.__defaults__, f.__kwdefaults__
             seen[(id(f), "__code__")], seen[(id(f), "__defaults__")], seen[(id(f), "__kwdefaults__")] = \
-                f.__code__, f.__defaults__, f.__kwdefaults__
+                code, defaults, kwdefaults
+            read_functions.append((f, code, defaults, kwdefaults))
+    if reads is not None:
+        reads.update(started=started, mappings=mappings, class_modules=class_modules, functions=read_functions)
     return seen, owners
 
 
@@ -292,7 +311,8 @@ def watch() -> None:
     by_owner: dict = {}
     for owner, key in seen:
         by_owner.setdefault(owner, []).append(key)
-    _first_look = {"objects": seen, "owners": owners, "by_owner": by_owner, "state": _state()}
+    _first_look = {"objects": seen, "owners": owners, "by_owner": by_owner, "state": _state(),
+                   "accepted": {}}  # per ``changed(modules)``: what it read when it last found nothing
 
 
 def _private(name: str) -> bool:
@@ -333,9 +353,13 @@ def changed(modules: tuple[str, ...] | None = None) -> list[str]:
     compare those only (and the torch modes and hooks)."""
     if _first_look is None:
         return []
+    accepted = _first_look["accepted"].get(modules)
+    if accepted is not None and _as_when(accepted, modules):
+        return _state_changes()  # every object as it was when this comparison last found nothing
     before, owners = _first_look["objects"], _first_look["owners"]
-    now, looked = _look(modules)
-    found = []
+    reads = {}
+    now, looked = _look(modules, reads)
+    found, let_pass = [], []  # let_pass: the differences judged harmless, judged again by _as_when
     pairs = before.items() if modules is None else (  # only what this look looked at
         ((owner, key), before[(owner, key)]) for owner in looked if owner in owners
         for key in _first_look["by_owner"].get(owner, ()))
@@ -344,22 +368,92 @@ def changed(modules: tuple[str, ...] | None = None) -> list[str]:
             continue
         name, kind, _ = owners[owner]
         if (owner, key) not in now:
-            if (kind == "class" or _is_code(value)) and not _private(name):
-                found.append(f"{name}.{key} was removed")
-        elif now[(owner, key)] is not value and (kind == "function" or _is_code(value) or (
-                _is_code(now[(owner, key)]) and (kind == "class" or value is not None))):  # None: a lazy cache filled
-            found.append(f"{name}.{key} was replaced")
+            judged = (_removal_counts, (name, kind, value))
+        elif now[(owner, key)] is not value:
+            judged = (_replacement_counts, (kind, value, now[(owner, key)]))
+        else:
+            continue
+        if judged[0](*judged[1]):
+            found.append(f"{name}.{key} was {'removed' if judged[0] is _removal_counts else 'replaced'}")
+        else:
+            let_pass.append(judged)
     for (owner, key), value in now.items():
         if (owner, key) in before or owner not in owners or key in SETTLED_NAMES:
             continue
         name, kind, _ = owners[owner]
-        if (kind == "class" or (_is_code(value) and not issubclass(type(value), type(sys)))) and not _private(name):
+        if _addition_counts(name, kind, value):
             found.append(f"{name}.{key} was added")
+        else:
+            let_pass.append((_addition_counts, (name, kind, value)))
     if not found:
-        for what, value in _state().items():
-            if _first_look["state"].get(what, value) != value:
-                found.append(f"{what}: {_first_look['state'][what]} before, {value} now")
+        found = _state_changes()
+        if reads["started"] is not None:
+            _first_look["accepted"][modules] = {**reads, "let_pass": let_pass}
     return found
+
+
+def _removal_counts(name: str, kind: str, value) -> bool:
+    return (kind == "class" or _is_code(value)) and not _private(name)
+
+
+def _replacement_counts(kind: str, value, now) -> bool:
+    return kind == "function" or _is_code(value) or (
+        _is_code(now) and (kind == "class" or value is not None))  # None: a lazy cache filled
+
+
+def _addition_counts(name: str, kind: str, value) -> bool:
+    return (kind == "class" or (_is_code(value) and not issubclass(type(value), type(sys)))) and not _private(name)
+
+
+def _state_changes() -> list[str]:
+    """The torch modes and global hooks (``_state``) that differ from the first look's, in words."""
+    return [f"{what}: {_first_look['state'][what]} before, {value} now"
+            for what, value in _state().items() if _first_look["state"].get(what, value) != value]
+
+
+#: bound when the grader's module is loaded, before any submission runs (a submission that
+#: replaces the builtins or ``operator`` does not reach these)
+_is, _all, _len, _map, _zip, _type, _issubclass, _ModuleType = \
+    __import__("operator").is_, all, len, map, zip, type, issubclass, type(sys)
+_ABSENT = object()
+#: what a class's ``__module__`` may be for a look to be cached: a string, or the slot of a
+#: built-in type (``types.FunctionType.__module__``), whose ``str`` is fixed
+_PLAIN_MODULE_NAMES = (str, __import__("types").MemberDescriptorType, __import__("types").GetSetDescriptorType)
+
+
+def _as_when(reads: dict, modules: tuple[str, ...] | None) -> bool:
+    """Whether ``changed(modules)`` would find nothing again, without looking again: every object
+    that its last look read (``_look``'s ``reads``, taken while it read them, when it found
+    nothing) is still the one that stood there (the same modules; in each module and class
+    the same names, in the same order, holding the same objects; every class's ``__module__``
+    and every function's code and defaults), and every difference from the first look that it
+    let pass (a number rebound, a cache filled) would be let pass again (a type can become
+    callable). Identity only: nothing here calls an object a submission could have made. A
+    fast pass, about a hundredth of the look and its comparison, run after every call of a
+    probe (``QUICK``)."""
+    started = reads["started"]
+    if modules is None:
+        now = []
+        for name, module in list(sys.modules.items()):
+            if _type(name) is not str:
+                return False
+            if name.split(".")[0] in WATCHED and _issubclass(_type(module), _ModuleType):
+                now.append((name, module))
+    else:
+        now = [(m, sys.modules.get(m)) for m in modules]
+        now = [(m, module) for m, module in now if _issubclass(_type(module), _ModuleType)]
+    if _len(now) != _len(started) or not _all(a is c and b is d for (a, b), (c, d) in _zip(now, started)):
+        return False
+    for mapping, keys, values in reads["mappings"]:
+        if _len(mapping) != _len(keys) or not _all(_map(_is, mapping, keys)) \
+                or not _all(_map(_is, mapping.values(), values)):
+            return False
+    if not _all(mapping.get("__module__", _ABSENT) is where for mapping, where in reads["class_modules"]):
+        return False
+    if not _all(f.__code__ is code and f.__defaults__ is defaults and f.__kwdefaults__ is kwdefaults
+                for f, code, defaults, kwdefaults in reads["functions"]):
+        return False
+    return not any(judge(*args) for judge, args in reads["let_pass"])
 
 
 # --------------------------------------------------------------------------------------

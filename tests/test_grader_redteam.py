@@ -488,3 +488,165 @@ def test_a_probe_after_a_write_into_torch_scores_nothing_and_says_what_changed(t
     assert lines[0] == "clean (True, '')", run.stdout[-2000:] + run.stderr[-2000:]
     assert lines[1].startswith("patched (False, 'torch or the course package was changed at run time "
                                "(torch.Tensor.clone was added)"), lines[1]
+
+
+def test_the_quick_pass_of_the_check_misses_nothing_the_full_comparison_finds(tmp_path):
+    """``changed`` compares in full only when an object it read has moved since it last found
+    nothing (an identity pass, run on every call of a probe): each change below, made after such
+    a pass, is still reported, in the quick (``QUICK``) and the full comparison, and once undone
+    nothing is. A rebinding the comparison lets pass (a number) stays let pass."""
+    lines = _in_a_process_of_its_own("""
+import json, torch, grader_sandbox as G
+G.watch()
+T, mod = torch.Tensor, __import__("torch._tensor", fromlist=["_"])
+def report(tag):
+    print(tag, json.dumps([G.changed(G.QUICK), G.changed()]))
+report("clean")
+print("passes", len(G._first_look["accepted"]))  # the quick and the full one: what follows is checked by them first
+report("again")                                # from the identity pass
+backward = T.backward
+T.backward = lambda self, *a, **k: None        # a method of a class replaced
+report("replaced")
+T.backward = backward
+report("restored")
+code = mod._rebuild_from_type.__code__
+mod._rebuild_from_type.__code__ = (lambda *a: None).__code__   # a function's code swapped
+report("code")
+mod._rebuild_from_type.__code__ = code
+report("restored")
+norm = torch.norm
+del torch.norm                                 # removed, then another object under the same name
+torch.norm = lambda *a, **k: norm(*a, **k)
+report("renamed")
+torch.norm = norm
+report("restored")
+torch.__my_counter = 3                         # a number added: let pass, as the full comparison does
+report("number")
+torch.Tensor.sneaky = lambda self: 0           # ...and code added after it: seen
+report("added")
+del torch.Tensor.sneaky
+report("restored")
+""", tmp_path)
+    import json
+    found = {}
+    for line in lines:
+        tag, _, rest = line.partition(" ")
+        if rest.startswith("["):
+            found.setdefault(tag, []).append(json.loads(rest))
+    assert found["clean"] == [[[], []]] and found["again"] == [[[], []]] and "passes 2" in lines
+    assert found["restored"] == [[[], []]] * 4 and found["number"] == [[[], []]]
+    for tag, what in [("replaced", "torch.Tensor.backward was replaced"),
+                      ("code", "torch._tensor._rebuild_from_type.__code__ was replaced"),
+                      ("renamed", "torch.norm was replaced"), ("added", "torch.Tensor.sneaky was added")]:
+        (quick, full), = found[tag]
+        assert what in quick and what in full, (tag, quick, full)
+
+
+#: the red team of that quick pass (each case once beat it; the full comparison saw each):
+#: a patch made by the submission's code while a comparison ran (a hook in what ``_state``
+#: reads, after the look), operator.is_ and builtins.all replaced, a value let pass as a
+#: number made callable later, a class that left torch's modules and came back patched, and a
+#: patch put in by one comparison and taken out at the start of the next. Each case runs after a
+#: fresh first look and is undone after it; both passes are run, the quick one and (with what it
+#: remembers cleared) the full one, and must agree.
+_QUICK_PASS_ATTACKS = r'''
+import json, operator, builtins, sys, torch, course_utils.data
+import torch.nn.functional as F
+import grader_sandbox as G
+
+def both(tag):
+    new = [G.changed(G.QUICK), G.changed()]
+    G._first_look["accepted"].clear()
+    print(tag, json.dumps([new, [G.changed(G.QUICK), G.changed()]]))
+
+def fresh():
+    G.watch()
+    assert G.changed(G.QUICK) == [] and G.changed() == [] and len(G._first_look["accepted"]) == 2
+
+def inside_a_comparison(test):
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_name != "changed":
+        f = f.f_back
+    return f is not None and test(f.f_locals)
+
+relu = F.relu
+class Hook(str):  # torch.library._impls holds it: _state() calls startswith on each
+    def startswith(self, prefix, *a):
+        if inside_a_comparison(lambda l: "now" in l):
+            F.relu = lambda x, *a, **k: relu(x) * 0 + 42
+        return str.startswith(self, prefix, *a)
+fresh()
+hook = Hook("zzz/hook"); torch.library._impls.add(hook); F.rt_dummy = 0  # (a number: a full comparison next)
+G.changed(G.QUICK); G.changed()
+both("hook")
+torch.library._impls.discard(hook); F.relu = relu; del F.rt_dummy
+
+fresh()
+is_, equal, rsub = operator.is_, torch.equal, vars(torch.Tensor)["__rsub__"]
+operator.is_ = lambda a, b: True
+torch.equal = lambda a, b: True; del torch.Tensor.__rsub__; torch.Tensor.all = lambda self, *a, **k: torch.tensor(True)
+both("operator")
+operator.is_, torch.equal, torch.Tensor.__rsub__ = is_, equal, rsub; del torch.Tensor.all
+
+fresh()
+real_all = builtins.all
+builtins.all = lambda it: True if sys._getframe(1).f_code.co_name == "_as_when" else real_all(it)
+torch.equal = lambda a, b: True
+both("builtins")
+builtins.all, torch.equal = real_all, equal
+
+fresh()
+class Box: pass
+version, F.rt_added, torch.__version__ = torch.__version__, Box(), Box()
+G.changed(G.QUICK); G.changed()
+Box.__call__ = lambda self, *a, **k: 42
+both("callable")
+torch.__version__ = version; del F.rt_added
+
+from torch.utils._contextlib import _DecoratorContextManager as D
+fresh()
+call = D.__call__
+D.__module__ = "elsewhere"
+G.changed(G.QUICK); G.changed()
+D.__call__ = lambda self, f: (lambda *a, **k: "evil")
+D.__module__ = "torch.utils._contextlib"
+both("returned")
+D.__call__ = call
+
+fresh()
+evil = lambda self, *a, **k: torch.tensor(True)
+class In(str):
+    def startswith(self, prefix, *a):
+        if inside_a_comparison(lambda l: "now" in l and l["modules"] == G.QUICK):
+            torch.Tensor.all = evil
+        return str.startswith(self, prefix, *a)
+class Out(str):
+    def split(self, *a):
+        if inside_a_comparison(lambda l: l["modules"] is None) and "all" in vars(torch.Tensor):
+            del torch.Tensor.all
+        return str.split(self, *a)
+torch.library._impls.add(In("zzz/in")); sys.modules[Out("zzz_out")] = sys; torch.rt_dummy = 0
+for old in (False, True):
+    found = []
+    for m in (None, G.QUICK, G.QUICK, G.QUICK, None):  # a probe: before, three calls, after
+        if old:
+            G._first_look["accepted"].clear()
+        found.append(G.changed(m))
+    print("in-and-out" + ("-old" if old else ""), json.dumps(found))
+'''
+
+
+def test_the_quick_pass_falls_back_on_each_attack_that_once_beat_it(tmp_path):
+    import json
+    found = {}
+    for line in _in_a_process_of_its_own(_QUICK_PASS_ATTACKS, tmp_path):
+        tag, _, rest = line.partition(" ")
+        if rest.startswith("["):
+            found[tag] = json.loads(rest)
+    for tag, what in [("hook", "torch.nn.functional.relu was replaced"), ("operator", "torch.equal was replaced"),
+                      ("builtins", "torch.equal was replaced"), ("callable", "torch.__version__ was replaced"),
+                      ("returned", "torch.utils._contextlib._DecoratorContextManager.__call__ was replaced")]:
+        new, old = found[tag]
+        assert new == old, (tag, new, old)
+        assert what in new[1], (tag, new)
+    assert found["in-and-out"] == found["in-and-out-old"] and any(found["in-and-out"][1:4]), found
