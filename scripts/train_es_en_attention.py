@@ -56,12 +56,11 @@ def main() -> None:
             "final_loss": round(float(np.mean(history.losses[-50:])), 3),
             "test_bleu_beam4": round(beam["bleu"], 2), "test_bleu_greedy": round(greedy["bleu"], 2),
             "test_sentences": len(es.test), "machine": machine_line()}
-    ship(model, es_train, es, info, args.out_dir)
+    ship(model, es_train, es, recipe, info, args.out_dir)
 
 
-def ship(model, es_train, es, info, out_dir: Path) -> None:
-    """Write the checkpoint, its line in SHA256SUMS and its data card."""
-    recipe = recipes.recipe("es_en", "full")
+def ship(model, es_train, es, recipe, info, out_dir: Path) -> None:
+    """Write the checkpoint (trained with ``recipe``), its line in SHA256SUMS and its data card."""
     path = out_dir / SHIPPED_ES_EN
     save_checkpoint(path, model, model.cfg, half=True,
                     extra={"src_vocab": es_train.src_vocab.to_list(), "tgt_vocab": es_train.tgt_vocab.to_list(),

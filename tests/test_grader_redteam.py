@@ -490,12 +490,7 @@ def test_a_probe_after_a_write_into_torch_scores_nothing_and_says_what_changed(t
                                "(torch.Tensor.clone was added)"), lines[1]
 
 
-def test_the_quick_pass_of_the_check_misses_nothing_the_full_comparison_finds(tmp_path):
-    """``changed`` compares in full only when an object it read has moved since it last found
-    nothing (an identity pass, run on every call of a probe): each change below, made after such
-    a pass, is still reported, in the quick (``QUICK``) and the full comparison, and once undone
-    nothing is. A rebinding the comparison lets pass (a number) stays let pass."""
-    lines = _in_a_process_of_its_own("""
+_QUICK_PASS_CASES = r'''
 import json, torch, grader_sandbox as G
 G.watch()
 T, mod = torch.Tensor, __import__("torch._tensor", fromlist=["_"])
@@ -526,7 +521,16 @@ torch.Tensor.sneaky = lambda self: 0           # ...and code added after it: see
 report("added")
 del torch.Tensor.sneaky
 report("restored")
-""", tmp_path)
+'''
+
+
+def test_the_quick_pass_of_the_check_misses_nothing_the_full_comparison_finds(quick_pass_runs):
+    """``changed`` compares in full only when an object it read has moved since it last found
+    nothing (an identity pass, run on every call of a probe): each change below, made after such
+    a pass, is still reported, in the quick (``QUICK``) and the full comparison, and once undone
+    nothing is. A rebinding the comparison lets pass (a number) stays let pass."""
+    lines = quick_pass_runs
+
     import json
     found = {}
     for line in lines:
@@ -636,10 +640,17 @@ for old in (False, True):
 '''
 
 
-def test_the_quick_pass_falls_back_on_each_attack_that_once_beat_it(tmp_path):
+@pytest.fixture(scope="module")
+def quick_pass_runs(tmp_path_factory):
+    """The stdout lines of both scripts above, run one after the other in one fresh process
+    (each of its cases is undone before the next)."""
+    return _in_a_process_of_its_own(_QUICK_PASS_CASES + _QUICK_PASS_ATTACKS, tmp_path_factory.mktemp("quick"))
+
+
+def test_the_quick_pass_falls_back_on_each_attack_that_once_beat_it(quick_pass_runs):
     import json
     found = {}
-    for line in _in_a_process_of_its_own(_QUICK_PASS_ATTACKS, tmp_path):
+    for line in quick_pass_runs:
         tag, _, rest = line.partition(" ")
         if rest.startswith("["):
             found[tag] = json.loads(rest)
