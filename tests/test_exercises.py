@@ -287,8 +287,8 @@ def _context_06(path, device):
     from collections import Counter
     from course_utils import bpe, data, recipes
     paragraphs = data.load_english_text()
-    return dict(bpe=bpe, Counter=Counter, cfg=dataclasses.replace(recipes.BPE_FAST, wordpiece_words=300,
-                                                                  wordpiece_merges=40),
+    return dict(bpe=bpe, Counter=Counter, recipe=dataclasses.replace(recipes.BPE_FAST, wordpiece_words=300,
+                                                                     wordpiece_merges=40),
                 train_texts=[p.text for p in paragraphs if p.book != "Persuasion"][:300],
                 heldout_texts=[p.text for p in paragraphs if p.book == "Persuasion"][:100])
 
