@@ -200,30 +200,36 @@ def _look(modules: tuple[str, ...] | None = None, reads: dict | None = None) -> 
     (``_as_when``)."""
     import types
     seen, owners, functions = {}, {}, []
+    record = reads is not None
     started, mappings, class_modules, read_functions = [], [], [], []
     for name, module in list(sys.modules.items()) if modules is None else [(m, sys.modules.get(m)) for m in modules]:
         if type(name) is not str:
             started = None  # a name that is not a plain string runs code when split: never cached
         if name.split(".")[0] not in WATCHED or not issubclass(type(module), types.ModuleType):
             continue
-        if started is not None:
+        if record and started is not None:
             started.append((name, module))
         owners[id(module)] = (name, "module", module)  # the object kept: its id is not reused
-        items = list(vars(module).items())
-        mappings.append((vars(module), [k for k, _ in items], [v for _, v in items]))
-        for key, value in items:
+        mapping = vars(module)
+        keys, values = list(mapping), list(mapping.values())  # one read (no code runs in between)
+        if record:
+            mappings.append((mapping, keys, values))
+        for key, value in zip(keys, values):
             seen[(id(module), key)] = value
             functions.append(value)
             if issubclass(type(value), type):
                 where = vars(value).get("__module__", _ABSENT)
-                class_modules.append((vars(value), where))
-                if where is not _ABSENT and type(where) not in _PLAIN_MODULE_NAMES:
-                    started = None  # its str() may run code, and differ from one look to the next
+                if record:
+                    class_modules.append((vars(value), where))
+                    if where is not _ABSENT and type(where) not in _PLAIN_MODULE_NAMES:
+                        started = None  # its str() may run code, and differ from one look to the next
                 if str("" if where is _ABSENT else where).split(".")[0] in WATCHED:
                     owners[id(value)] = (f"{vars(value).get('__module__')}.{value.__qualname__}", "class", value)
-                    citems = list(vars(value).items())
-                    mappings.append((vars(value), [k for k, _ in citems], [v for _, v in citems]))
-                    for ckey, cvalue in citems:
+                    cmapping = vars(value)
+                    ckeys, cvalues = list(cmapping), list(cmapping.values())
+                    if record:
+                        mappings.append((cmapping, ckeys, cvalues))
+                    for ckey, cvalue in zip(ckeys, cvalues):
                         seen[(id(value), ckey)] = cvalue
                         functions.append(cvalue)
     for f in functions:
@@ -237,8 +243,9 @@ def _look(modules: tuple[str, ...] | None = None, reads: dict | None = None) -> 
             code, defaults, kwdefaults = f.__code__, f.__defaults__, f.__kwdefaults__
             seen[(id(f), "__code__")], seen[(id(f), "__defaults__")], seen[(id(f), "__kwdefaults__")] = \
                 code, defaults, kwdefaults
-            read_functions.append((f, code, defaults, kwdefaults))
-    if reads is not None:
+            if record:
+                read_functions.append((f, code, defaults, kwdefaults))
+    if record:
         reads.update(started=started, mappings=mappings, class_modules=class_modules, functions=read_functions)
     return seen, owners
 
