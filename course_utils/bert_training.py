@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import torch
@@ -20,6 +21,7 @@ from torch import nn
 from course_utils.bert import (IGNORE_INDEX, SPECIAL_TOKENS, BertConfig, BertForPreTraining,
                                PretrainingLog, mask_tokens, pretraining_loss)
 from course_utils.runtime import check_device
+from course_utils.training import load_model, predictions, save_checkpoint, to_device, train
 
 # -- tokenizers and batches --------------------------------------------------------------
 
@@ -202,7 +204,6 @@ def pretrain(model: BertForPreTraining, tokenizer, pairs, recipe,
     ``recipes.BertPretraining``) says: AdamW, linear warm-up
     then linear decay to 0 over ``steps`` (default ``recipe.steps``). Returns the
     ``training.History`` and the ``PretrainingLog``. Taught in: 05_bert."""
-    from course_utils.training import train
     from course_utils.schedules import warmup_scheduler
     steps = recipe.steps if steps is None else steps
     batches = pretraining_batches(tokenizer, pairs, recipe.batch_size, recipe.max_len, seed=seed)
@@ -224,7 +225,6 @@ def evaluate_pretraining(model: BertForPreTraining, tokenizer, pairs, max_len: i
     was_training = model.training
     model.eval()
     total = {"mlm_correct": 0, "mlm_count": 0, "mlm_loss": 0.0, "nsp_correct": 0, "pairs": 0}
-    from course_utils.training import to_device
     device = check_device(model, what="evaluate_pretraining")
     for batch in pretraining_batches(tokenizer, pairs, batch_size, max_len, seed=seed)(0):
         batch = to_device(batch, device)  # made on the CPU
@@ -245,12 +245,11 @@ def evaluate_pretraining(model: BertForPreTraining, tokenizer, pairs, max_len: i
 SHIPPED_CHECKPOINT = "small_bert.pt"
 
 
-def save_pretrained(path, model: BertForPreTraining, tokenizer, info: Mapping) -> None:
-    """Write the model (float16 weights), its config and its tokenizer to one file."""
-    from dataclasses import asdict
-    state = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
-    torch.save({"config": asdict(model.cfg), "state_dict": state,
-                "tokenizer": tokenizer.backend_tokenizer.to_str(), "info": dict(info)}, path)
+def save_pretrained(path, model: BertForPreTraining, tokenizer, info: Mapping) -> Path:
+    """Write the model (float16 weights), its config, its tokenizer and ``info`` as one
+    checkpoint of ``training.save_checkpoint``."""
+    return save_checkpoint(path, model, model.cfg, half=True,
+                           extra={"tokenizer": tokenizer.backend_tokenizer.to_str(), "info": dict(info)})
 
 
 def load_pretrained(path=None):
@@ -260,11 +259,8 @@ def load_pretrained(path=None):
     from tokenizers import Tokenizer
     from course_utils.data import verified_path
     path = verified_path(SHIPPED_CHECKPOINT) if path is None else path
-    saved = torch.load(path, map_location="cpu", weights_only=True)
-    model = BertForPreTraining(BertConfig(**saved["config"]))
-    model.load_state_dict({k: v.float() if v.is_floating_point() else v
-                           for k, v in saved["state_dict"].items()})
-    return model, _wrap_tokenizer(Tokenizer.from_str(saved["tokenizer"])), saved["info"]
+    model, extra = load_model(path, lambda config: BertForPreTraining(BertConfig(**config)))
+    return model, _wrap_tokenizer(Tokenizer.from_str(extra["tokenizer"])), extra["info"]
 
 
 @torch.no_grad()
@@ -290,18 +286,6 @@ def predict(model: nn.Module, batches) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _predicted_and_true(model: nn.Module, batches, what: str, pick) -> tuple[torch.Tensor, torch.Tensor]:
-    """``pick(logits, batch) -> (predicted, true)`` over ``batches`` in eval mode, on the
-    model's device; both concatenated on the CPU."""
-    from course_utils.training import to_device
-    device = check_device(model, what=what)
-    was_training = model.training
-    model.eval()
-    predicted, true = [], []
-    for batch in batches:
-        batch = to_device(batch, device)
-        logits = model(batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask"))
-        p, t = pick(logits, batch)
-        predicted.append(p.cpu())
-        true.append(t.cpu())
-    model.train(was_training)
-    return torch.cat(predicted), torch.cat(true)
+    """``pick(logits, batch) -> (predicted, true)`` over ``batches`` (``training.predictions``)."""
+    return predictions(model, batches, lambda m, batch: pick(
+        m(batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask")), batch), what)

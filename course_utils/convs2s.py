@@ -28,8 +28,6 @@ from torch import nn
 
 from course_utils.attention import masked_softmax, padding_mask
 from course_utils.data import PAD_ID, check_src_batch
-from course_utils.runtime import check_device
-from course_utils.schedules import linear_schedule
 
 
 @dataclass
@@ -258,16 +256,3 @@ class IncrementalConvS2S(nn.Module):
         logits = m.out(m.dropout(m.dec_out(x.transpose(1, 2))))          # (batch, 1, V)
         return (torch.log_softmax(logits[:, -1], dim=-1), {"position": position + 1, "buffers": buffers},
                 alpha[:, -1])
-
-
-def fit(model: ConvS2S, data, recipe, progress: bool = True, desc: str = "ConvS2S"):
-    """Train ``model`` with ``recipe`` (a ``recipes.ConvS2STraining``) on ``data`` (a
-    ``TranslationData``), reshuffled every epoch; returns the ``History``. Taught in:
-    03_convs2s (which writes the same loop out)."""
-    from course_utils.seq2seq import seq2seq_loss
-    from course_utils.training import train
-    optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr)
-    scheduler = linear_schedule(optimizer, recipe.warmup, recipe.steps, recipe.final_lr)
-    return train(model, lambda epoch: data.batches(recipe.batch_size, shuffle=True, seed=epoch),
-                 seq2seq_loss, optimizer, scheduler=scheduler, max_steps=recipe.steps,
-                 device=check_device(model, what="fit"), progress=progress, desc=desc)

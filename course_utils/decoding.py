@@ -111,7 +111,7 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
     ``trace``, if given, is called once per step with, for every sentence, the best
     extensions ranked (up to 2K) as (tokens, summed log-prob, what became of it): 'kept',
     'finished' (ended in <eos>) or 'pruned' (ranked, but the beam was full). The beam
-    explorer of 01 draws from it (``widgets.beam_trace``).
+    explorer of 01 draws from it (``translation_widgets.beam_trace``).
     """
     check_src_batch(src, src_lengths)
     check_device(model, src, what="decoding")

@@ -22,6 +22,7 @@ import torch
 
 from course_utils.gpt import GPT, GPTClassifier, GPTConfig, lm_loss
 from course_utils.runtime import cap_steps, check_device
+from course_utils.training import load_model, predictions, save_checkpoint, train
 
 
 def novel_text(paragraphs) -> str:
@@ -112,7 +113,6 @@ def fit(model: GPT, tokens: torch.Tensor, recipe, steps: int | None = None,
     (a ``recipes.GPTTraining``) says: AdamW (betas 0.9, 0.95, weight decay), linear warm-up
     and cosine decay; returns the ``History``. Taught in: 07_gpt."""
     from course_utils.schedules import cosine_schedule
-    from course_utils.training import train
     steps = cap_steps(recipe.steps if steps is None else steps)
     device = check_device(model, what="fit")
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95),
@@ -126,20 +126,13 @@ def fit(model: GPT, tokens: torch.Tensor, recipe, steps: int | None = None,
 
 # -- fine-tuning for classification ----------------------------------------------------------
 
-@torch.no_grad()
 def predict(model: GPTClassifier, tensors: dict, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
     """(predicted classes, true labels) of ``tensors`` from ``encode_for_classification``,
-    on the CPU (model in eval mode)."""
-    was_training = model.training
-    model.eval()
-    device = check_device(model, what="predict")
-    predicted = []
-    for i in range(0, len(tensors["labels"]), batch_size):
-        logits, _ = model(tensors["input_ids"][i:i + batch_size].to(device),
-                          tensors["lengths"][i:i + batch_size].to(device), lm_logits=False)
-        predicted.append(logits.argmax(-1).cpu())
-    model.train(was_training)
-    return torch.cat(predicted), tensors["labels"].cpu()
+    on the CPU (model in eval mode; ``training.predictions``)."""
+    count = len(tensors["labels"])
+    batches = ({k: v[i:i + batch_size] for k, v in tensors.items()} for i in range(0, count, batch_size))
+    return predictions(model, batches, lambda m, batch: (
+        m(batch["input_ids"], batch["lengths"], lm_logits=False)[0].argmax(-1), batch["labels"]))
 
 
 def encode_for_classification(tokenizer, texts: Sequence[str], labels: Sequence[int],
@@ -163,24 +156,22 @@ def encode_for_classification(tokenizer, texts: Sequence[str], labels: Sequence[
 SHIPPED_CHECKPOINT = "small_gpt.pt"
 
 
-def save_pretrained(path, model: GPT, tokenizer, info: dict) -> None:
-    """Write the model (float16 weights), its byte-level BPE merges and ``info``."""
-    state = {k: v.detach().to("cpu", torch.float16) for k, v in model.state_dict().items()}
-    torch.save({"config": vars(model.config), "state_dict": state,
-                "merges": [list(m) for m in tokenizer.merges], "info": dict(info)}, Path(path))
+def save_pretrained(path, model: GPT, tokenizer, info: dict) -> Path:
+    """Write the model (float16 weights), its config, its byte-level BPE merges and ``info``
+    as one checkpoint of ``training.save_checkpoint``."""
+    return save_checkpoint(path, model, model.config, half=True,
+                           extra={"merges": [list(m) for m in tokenizer.merges], "info": dict(info)})
 
 
 def load_pretrained(path=None, device: str | torch.device = "cpu"):
     """(model, tokenizer, info) of ``path``, by default the shipped ``data/small_gpt.pt``
     after checking its sha256 (data card: data/small_gpt.md); loaded with
-    ``weights_only=True``. Taught in: 07_gpt."""
+    ``weights_only=True``, in eval mode. Taught in: 07_gpt."""
     from course_utils.bpe import BPETokenizer
     from course_utils.data import verified_path
     path = verified_path(SHIPPED_CHECKPOINT) if path is None else Path(path)
-    saved = torch.load(path, map_location="cpu", weights_only=True)
-    model = GPT(GPTConfig(**saved["config"]))
-    model.load_state_dict({k: v.float() for k, v in saved["state_dict"].items()})
-    tokenizer = BPETokenizer([tuple(m) for m in saved["merges"]], byte_level=True)
+    model, extra = load_model(path, lambda config: GPT(GPTConfig(**config)))
+    tokenizer = BPETokenizer([tuple(m) for m in extra["merges"]], byte_level=True)
     if len(tokenizer) != model.config.vocab_size:
         raise ValueError(f"{path}: the tokenizer has {len(tokenizer)} tokens, the model {model.config.vocab_size}")
-    return model.to(device).eval(), tokenizer, saved["info"]
+    return model.to(device).eval(), tokenizer, extra["info"]

@@ -107,7 +107,7 @@ ATTENTION_FULL = AttentionTraining(hidden_size=128, baseline_hidden=256, batch_s
 @dataclass(frozen=True)
 class EsEnTraining:
     """The English -> Spanish run of notebook 02 (Bible verses of at most ``max_len`` words,
-    ``data.es_en_splits``; ``seq2seq.fit_es_en``): its full profile trains it, and the shipped
+    ``data.es_en_splits``; ``translation_training.fit_seq2seq``): its full profile trains it, and the shipped
     ``data/es_en_attention.pt`` (``training.save_checkpoint``, float16, the vocabularies in
     its ``extra``) is this recipe run once (scripts/train_es_en_attention.py), which the fast
     profile loads."""

@@ -32,7 +32,6 @@ import os
 import platform
 import random
 import re
-import sys
 import warnings
 from dataclasses import dataclass, asdict
 

@@ -24,7 +24,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from course_utils.attention import make_attention, padding_mask
-from course_utils.data import PAD_ID, TranslationData
+from course_utils.data import PAD_ID
 
 
 @dataclass
@@ -192,21 +192,3 @@ def seq2seq_loss(model, batch, teacher_forcing: float = 1.0) -> torch.Tensor:
     """Mean cross-entropy of the next target word over real (non-padded) positions."""
     logits, _ = model(batch.src, batch.src_lengths, batch.tgt[:, :-1], teacher_forcing)
     return next_word_loss(logits, batch.tgt)
-
-
-# -- English -> Spanish: notebook 02's full profile and the shipped model (recipes.ES_EN_FULL) --
-
-SHIPPED_ES_EN = "es_en_attention.pt"   # data/, made by scripts/train_es_en_attention.py
-
-
-def fit_es_en(model: Seq2Seq, train_data: TranslationData, recipe, progress: bool = True,
-              desc: str = "English -> Spanish"):
-    """Train ``model`` (built from ``recipe.model_config(train_data)``, on its device) as the
-    recipe (``recipes.ES_EN_FULL``) says: Adam at ``recipe.lr``, ``recipe.steps`` steps of
-    ``recipe.batch_size`` verse pairs, a new order each pass; returns ``training.train``'s history. One run for
-    02's full profile and for scripts/train_es_en_attention.py (the shipped weights).
-    Taught in: 02_bahdanau_attention."""
-    from course_utils.training import train
-    optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr)
-    return train(model, lambda epoch: train_data.batches(recipe.batch_size, shuffle=True, seed=epoch), seq2seq_loss,
-                 optimizer, max_steps=recipe.steps, progress=progress, desc=desc)

@@ -32,7 +32,7 @@ class History:
     """What happened during training: one entry per optimiser step, plus validation rows."""
     steps: list[int] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
-    lrs: list[float] = field(default_factory=list)
+    lrs: list[float] = field(default_factory=list)  # after each step's scheduler update: the next step's rate
     grad_norms: list[float] = field(default_factory=list)
     teacher_forcing: list[float] = field(default_factory=list)
     valid: list[dict] = field(default_factory=list)  # {"step": int, **valid_fn(model)}
@@ -100,6 +100,28 @@ def to_device(batch, device):
     if isinstance(batch, Mapping):
         return {k: to_device(v, device) for k, v in batch.items()}
     return batch
+
+
+@torch.no_grad()
+def predictions(model: nn.Module, batches: Iterable, pick: Callable, what: str = "predict"):
+    """``pick(model, batch) -> (predicted, true)`` over ``batches`` (each moved to the model's
+    device), in eval mode, the model's mode restored afterwards; both concatenated on the CPU.
+    The loop under every classifier's ``predict`` (``bert_training``, ``gpt_training``)."""
+    from course_utils.runtime import check_device
+    device = check_device(model, what=what)
+    was_training = model.training
+    model.eval()
+    predicted, true = [], []
+    try:
+        for batch in batches:
+            p, t = pick(model, to_device(batch, device))
+            predicted.append(p.cpu())
+            true.append(t.cpu())
+    finally:
+        model.train(was_training)
+    if not predicted:
+        raise ValueError(f"{what}: no batches to predict")
+    return torch.cat(predicted), torch.cat(true)
 
 
 def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
@@ -285,15 +307,19 @@ def save_checkpoint(path: str | Path, model: nn.Module, config, optimizer=None,
     return write_atomic(path, lambda f: torch.save(state, f))
 
 
+def _read_checkpoint(path: Path, map_location) -> dict:
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}; train the model first "
+                                "(or set skip_training = False)")
+    return torch.load(path, map_location=map_location, weights_only=True)
+
+
 def load_checkpoint(path: str | Path, model: nn.Module, config, optimizer=None,
                     map_location="cpu") -> dict:
     """Load a checkpoint into ``model`` (and ``optimizer``) with ``weights_only=True``
     after checking it was made with the same ``config``; returns its ``extra``."""
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}; train the model first "
-                                "(or set skip_training = False)")
-    state = torch.load(path, map_location=map_location, weights_only=True)
+    state = _read_checkpoint(path, map_location)
     expected, found = _config_dict(config), _with_defaults(config, state.get("config", {}))
     if expected != found:
         keys = sorted(set(expected) | set(found))
@@ -307,6 +333,19 @@ def load_checkpoint(path: str | Path, model: nn.Module, config, optimizer=None,
     if optimizer is not None and state.get("optimizer") is not None:
         optimizer.load_state_dict(state["optimizer"])
     return state.get("extra", {})
+
+
+def load_model(path: str | Path, build: Callable[[dict], nn.Module]) -> tuple[nn.Module, dict]:
+    """The model a checkpoint of ``save_checkpoint`` holds, rebuilt from the config saved
+    with it: ``build(config)`` (the config as a dict) makes the model, on the CPU, and the
+    weights are loaded into it (``weights_only=True``; float16 weights come back in the
+    model's own dtype). Returns ``(model, extra)``: how a shipped model, whose config comes
+    with it, is loaded (``bert_training.load_pretrained``, ``gpt_training.load_pretrained``)."""
+    path = Path(path)
+    state = _read_checkpoint(path, "cpu")
+    model = build(dict(state["config"]))
+    model.load_state_dict(state["model"])
+    return model, state.get("extra", {})
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -28,8 +28,6 @@ from course_utils.attention import MultiHeadAttention, causal_mask, padding_mask
 from course_utils.data import PAD_ID, check_src_batch
 from course_utils.norms import make_norm
 from course_utils.positional import make_positional
-from course_utils.runtime import check_device
-from course_utils.schedules import warmup_scheduler
 from course_utils.seq2seq import next_word_loss
 
 
@@ -304,33 +302,3 @@ def transformer_loss(model, batch, label_smoothing: float = 0.0) -> torch.Tensor
     Taught in: 04_transformer."""
     logits = model(batch.src, batch.src_lengths, batch.tgt[:, :-1])
     return next_word_loss(logits, batch.tgt, label_smoothing)
-
-
-# --------------------------------------------------------------------------------------
-# Training and scoring on the course task
-# --------------------------------------------------------------------------------------
-
-
-def fit(model: Transformer, data, recipe, max_steps: int | None = None,
-        lr: float | None = None, warmup: int | None = None, progress: bool = True,
-        desc: str = "transformer"):
-    """Train as ``recipe`` (a ``recipes.TransformerTraining``) says: Adam (betas 0.9, 0.98),
-    the warm-up schedule and length-bucketed batches of ``data`` (a ``TranslationData``; only
-    pairs up to ``recipe.max_src_len`` source words if set), reshuffled every epoch; returns
-    the ``History``.
-    ``max_steps``, ``lr`` and ``warmup`` override the recipe's. Taught in: 04_transformer."""
-    from course_utils.data import tokenize
-    from course_utils.training import train
-    if recipe.max_src_len is not None:
-        data = data.with_pairs([p for p in data.pairs if len(tokenize(p[0])) <= recipe.max_src_len])
-    lr = recipe.lr if lr is None else lr
-    warmup = recipe.warmup if warmup is None else warmup
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
-    max_steps = max_steps or recipe.max_steps
-    scheduler = warmup_scheduler(optimizer, warmup, decay_after=max(warmup, recipe.warmup),
-                                 total_steps=max_steps, cooldown=min(recipe.cooldown, max_steps))
-    device = check_device(model, what="fit")
-    return train(model, lambda epoch: data.batches(recipe.batch_size, shuffle=True, seed=epoch),
-                 lambda m, batch: transformer_loss(m, batch, recipe.label_smoothing), optimizer,
-                 scheduler=scheduler, max_steps=max_steps, device=device,
-                 progress=progress, desc=desc)

@@ -16,7 +16,8 @@ the tests cannot be edited; but an answer cell could still
 Which names are allowed is derived from the assignment's own read-only cells (not from a
 hand-kept list): every ``course_utils`` name that a locked cell other than a test imports or
 uses is handed to the student (data loading, ``train``, ``translate``, ``bleu``, the
-configs); every other ``course_utils`` name is a reference answer. Other libraries' reference
+configs, the recipes), and a number, string or None read off such a name (``recipe.lr``) is
+data; every other ``course_utils`` name is a reference answer. Other libraries' reference
 answers are listed in the source notebook's metadata (``course.reference_answers``, e.g.
 ``torch.nn.MultiheadAttention``; a module there forbids everything in it, a ``torch.Tensor``
 method such as ``torch.Tensor.unfold`` every ``x.unfold(...)``). Names are compared
@@ -40,6 +41,7 @@ import builtins
 import importlib
 import importlib.util
 import sys
+import types
 from dataclasses import dataclass, field
 
 PACKAGE = "course_utils"
@@ -437,13 +439,33 @@ def _parents(tree) -> dict[int, ast.AST]:
 # The rules
 # --------------------------------------------------------------------------------------
 
+#: exact types of values that are data, never code (a subclass, which could be callable, is not)
+_PLAIN_TYPES = (bool, int, float, complex, str, bytes, type(None))
+
+
+def _plain_data(obj) -> bool:
+    """Whether ``obj`` is a number, a string or None, or a tuple or frozenset of them: a value
+    read off a handed object (``recipe.lr``), which answers no question."""
+    if type(obj) in _PLAIN_TYPES:
+        return True
+    return type(obj) in (tuple, frozenset) and all(_plain_data(x) for x in obj)
+
+
+def _identity(obj) -> int | tuple[int, int]:
+    """What a name stands for, compared by identity: a bound method by its instance and
+    function (each attribute lookup makes a new bound method object), anything else itself."""
+    if isinstance(obj, types.MethodType):
+        return id(obj.__self__), id(obj.__func__)
+    return id(obj)
+
+
 class Rules:
     """Allowed and forbidden names of one assignment, from its source notebook's cells
     (``is_answer``, ``is_test``: which cells are answers and tests) and the other libraries'
     reference answers named in its metadata."""
 
     def __init__(self, source_cells, reference_answers=(), *, is_answer, is_test):
-        self.allowed = set()      # ids of course_utils objects the read-only cells hand out
+        self.allowed = set()      # identities of course_utils objects the read-only cells hand out
         self.forbidden = {}       # id -> qualified name, of other libraries' reference answers
         self.forbidden_modules = []
         self.forbidden_methods = {}  # name -> qualified name, of listed torch.Tensor methods (x.unfold(...))
@@ -458,7 +480,7 @@ class Rules:
             if _is_module(obj):
                 self.forbidden_modules.append(qual)
             else:
-                self.forbidden[id(obj)] = qual
+                self.forbidden[_identity(obj)] = qual
                 if qual.startswith("torch.Tensor.") and qual.count(".") == 2:
                     self.forbidden_methods[qual.rsplit(".", 1)[1]] = qual
         names = Names()
@@ -478,7 +500,7 @@ class Rules:
                 for qual in quals + ([qual] if qual else []):
                     obj = resolve(qual)
                     if qual.startswith(PACKAGE + ".") and obj is not None and not _is_module(obj):
-                        self.allowed.add(id(obj))
+                        self.allowed.add(_identity(obj))
 
     def holds_reference(self, qual: str) -> bool:
         """Whether ``qual`` is a module that holds a reference answer (course_utils, or a
@@ -497,12 +519,12 @@ class Rules:
         if any(qual == m or qual.startswith(m + ".") for m in self.forbidden_modules):
             return "reference"
         obj = resolve(qual)
-        if obj is None or _is_module(obj):
+        if obj is None or _is_module(obj) or _plain_data(obj):
             return None
-        if id(obj) in self.forbidden:
+        if _identity(obj) in self.forbidden:
             return "reference"
         home = root if root == PACKAGE else (getattr(obj, "__module__", None) or "").split(".")[0]
-        if home == PACKAGE and id(obj) not in self.allowed:
+        if home == PACKAGE and _identity(obj) not in self.allowed:
             return "reference"  # also a course_utils object re-exported by another module
         return None
 

@@ -32,8 +32,9 @@ from course_utils import data  # noqa: E402
 from course_utils.decoding import score_translations  # noqa: E402
 from course_utils.runtime import setup  # noqa: E402
 from course_utils import recipes  # noqa: E402
-from course_utils.seq2seq import SHIPPED_ES_EN, Seq2Seq, fit_es_en  # noqa: E402
+from course_utils.seq2seq import Seq2Seq  # noqa: E402
 from course_utils.training import count_parameters, save_checkpoint  # noqa: E402
+from course_utils.translation_training import SHIPPED_ES_EN, fit_seq2seq  # noqa: E402
 
 
 def main() -> None:
@@ -47,7 +48,7 @@ def main() -> None:
     torch.manual_seed(0)
     model = Seq2Seq(recipe.model_config(es_train)).to(device)
     started = time.perf_counter()
-    history = fit_es_en(model, es_train, recipe, progress=False)
+    history = fit_seq2seq(model, es_train, recipe.lr, recipe.batch_size, recipe.steps, progress=False)
     minutes = (time.perf_counter() - started) / 60
     model.eval()
     beam = score_translations(model, es_train, es.test, method="beam", beam_size=4, alpha=1.0)

@@ -58,13 +58,14 @@ def run(label: str, changes: dict, seed: int, full: bool = False) -> tuple[str, 
     from course_utils import convs2s as C, recipes
     from course_utils import data, setup
     from course_utils.decoding import score_translations
+    from course_utils.translation_training import fit_convs2s
     device = torch.device(setup(seed=seed, verbose=False).device)
     recipe = replace(recipes.CONVS2S_FULL if full else recipes.CONVS2S_FAST, **changes)
     splits = data.load_synthetic()
     train_data = data.TranslationData.build(splits.train)
     torch.manual_seed(seed)
     model = C.ConvS2S(recipe.model_config(len(train_data.src_vocab), len(train_data.tgt_vocab))).to(device)
-    C.fit(model, train_data, recipe, progress=False)
+    fit_convs2s(model, train_data, recipe, progress=False)
     scores = score_translations(model.eval(), train_data, splits.valid)
     return label, seed, {row["bucket"]: row["exact_match"] for row in scores["by_length"]}
 

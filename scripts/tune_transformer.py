@@ -46,6 +46,7 @@ def run(label: str, changes: dict, seed: int) -> tuple[str, int, dict]:
 
     from course_utils import data, setup
     from course_utils import recipes, transformer as T
+    from course_utils.translation_training import fit_transformer
     from course_utils.decoding import score_translations
     device = torch.device(setup(seed=seed, verbose=False).device)
     recipe = replace(recipes.TRANSFORMER_FAST, **changes)
@@ -53,7 +54,7 @@ def run(label: str, changes: dict, seed: int) -> tuple[str, int, dict]:
     train_data = data.TranslationData.build(splits.train)
     torch.manual_seed(seed)
     model = T.Transformer(recipe.model_config(len(train_data.src_vocab), len(train_data.tgt_vocab))).to(device)
-    T.fit(model, train_data, recipe, progress=False)
+    fit_transformer(model, train_data, recipe, progress=False)
     scores = score_translations(model.eval(), train_data, splits.valid)
     return label, seed, {row["bucket"]: row["exact_match"] for row in scores["by_length"]}
 

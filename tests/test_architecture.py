@@ -95,10 +95,10 @@ def test_the_package_finds_a_models_device_one_way():
     """A function of the package that trains or evaluates a model and needs its device asks
     ``runtime.check_device`` (which also refuses a model left on the CPU beside a GPU, and an
     input on another device), not ``next(model.parameters()).device`` again; and the
-    learning-rate schedules live in ``schedules`` alone. (The views in ``widgets`` draw a
-    layer wherever it is: 04 shows a CPU layer's masks beside a GPU.)"""
+    learning-rate schedules live in ``schedules`` alone. (The views, ``translation_widgets``
+    and ``pretraining_widgets``, draw a layer wherever it is: 04 shows a CPU layer's masks beside a GPU.)"""
     pattern = re.compile(r"next\(\s*\w+\.parameters\(\)\s*\)\.device")
-    found = [f"{p.name}:{n}" for p in sorted(PACKAGE.glob("*.py")) if p.name not in ("runtime.py", "widgets.py")
+    found = [f"{p.name}:{n}" for p in sorted(PACKAGE.glob("*.py")) if p.name not in ("runtime.py", "translation_widgets.py", "pretraining_widgets.py")
              for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not found, f"a model's device found by hand (use runtime.check_device): {found}"
     scheduled = re.compile(r"lr_scheduler\.LambdaLR\(")

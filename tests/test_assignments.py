@@ -320,6 +320,10 @@ def test_the_allowed_names_come_from_the_locked_cells():
     assert rules.verdict("torch.nn.MultiheadAttention") == "reference"             # metadata of the source
     assert rules.verdict("torch.nn.modules.activation.MultiheadAttention") == "reference"  # the same object
     assert rules.verdict("torch.nn.Linear") is None
+    # 04's recipe is handed out (the setup cell imports it): its numbers are data, its method allowed
+    assert rules.verdict("course_utils.recipes.TRANSFORMER_FAST.max_steps") is None
+    assert rules.verdict("course_utils.recipes.TRANSFORMER_FAST.model_config") is None
+    assert rules.verdict("course_utils.recipes.GPT_FAST") == "reference"            # not handed out
     setup = next(c for c in source.cells if A.grade_id(c) == "setup")
     setup.source += "\nfrom course_utils.attention import causal_mask"           # handed out: now allowed
     assert A.answer_rules(source).verdict("course_utils.attention.causal_mask") is None

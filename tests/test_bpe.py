@@ -256,7 +256,7 @@ def test_bad_inputs_raise_clear_errors():
 # ---- the replay widget ----------------------------------------------------------------
 
 def test_replay_widget_follows_text_and_slider():
-    from course_utils.widgets import bpe_replay
+    from course_utils.pretraining_widgets import bpe_replay
     tok = bpe.BPETokenizer(bpe.train_bpe(SLIDES, 3), alphabet="bghnpsu")
     box = bpe_replay(tok, "hugs")
     assert box.slider.max == 2 and "4 tokens" in box.view.value  # u+g, then h+ug (u+n: no)

@@ -233,15 +233,3 @@ def test_recipe_schedule_warms_up_then_decays_to_its_floor():
     assert {constant.lr_factor(s) for s in range(100)} == {1.0}
     cfg = r.model_config(11, 13, kernel_size=5)
     assert (cfg.src_vocab_size, cfg.tgt_vocab_size, cfg.kernel_size, cfg.emb_std) == (11, 13, 5, r.emb_std)
-
-
-def test_fit_follows_the_recipe_and_lowers_the_loss(padded_batch, device):
-    from course_utils.convs2s import fit
-    from course_utils.recipes import ConvS2STraining
-    data, b = padded_batch
-    model, b = _model(data).to(device).train(), b.to(device)
-    before = seq2seq_loss(model, b).item()
-    recipe = ConvS2STraining(batch_size=len(data), lr=1e-2, warmup=2, steps=8)
-    history = fit(model, data, recipe, progress=False)
-    assert history.num_steps == 8
-    assert seq2seq_loss(model.eval(), b).item() < before

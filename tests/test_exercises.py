@@ -245,8 +245,9 @@ def _context_04(path, device):
     from course_utils import data, recipes, transformer as T
     from course_utils.data import TranslationData
     from course_utils.decoding import score_translations
+    from course_utils.translation_training import fit_transformer
     splits = data.load_synthetic(num_train=200, num_valid=20, num_test=20, seed=0, cache=False)
-    return dict(torch=torch, T=T, recipe=recipes.TRANSFORMER_FAST, splits=splits,
+    return dict(torch=torch, T=T, fit_transformer=fit_transformer, recipe=recipes.TRANSFORMER_FAST, splits=splits,
                 train_data=TranslationData.build(splits.train), score_translations=score_translations,
                 device=device)
 

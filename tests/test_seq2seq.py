@@ -119,7 +119,7 @@ def test_shipped_english_spanish_model_is_the_recipe_run_and_translates(device):
     from course_utils import data
     from course_utils.decoding import score_translations
     from course_utils.recipes import ES_EN_FULL as ES_EN
-    from course_utils.seq2seq import SHIPPED_ES_EN
+    from course_utils.translation_training import SHIPPED_ES_EN
     from course_utils.training import load_checkpoint
     es = data.es_en_splits(max_len=ES_EN.max_len)
     es_train = data.TranslationData.build(es.train, min_freq=ES_EN.min_freq)

@@ -303,7 +303,7 @@ def test_rise_slideshow_renders_ipywidgets(rise_page):
 def test_decks_show_an_explorers_static_fallback_and_drop_bare_widgets():
     import nbformat
 
-    from course_utils.widgets import softmax_saturation
+    from course_utils.translation_widgets import softmax_saturation
     box = softmax_saturation()
     explorer_output = nbformat.v4.new_output("display_data", data=box._repr_mimebundle_())
     bare = nbformat.v4.new_output("display_data", data={"text/plain": "IntSlider(value=0)",

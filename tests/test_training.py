@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from course_utils.data import PAD_ID, TranslationData
-from course_utils.training import (CheckpointMismatchError, History, count_parameters,
+from course_utils.training import (CheckpointMismatchError, History, count_parameters, load_model, predictions,
                                    linear_decay, load_checkpoint, save_checkpoint, train)
 
 
@@ -178,6 +178,38 @@ def test_half_checkpoint_is_half_the_file_and_loads_into_float32(tmp_path):
     for (name, mine), theirs in zip(fresh.state_dict().items(), model.state_dict().values()):
         assert mine.dtype == torch.float32, name
         torch.testing.assert_close(mine, theirs.half().float(), rtol=0, atol=0)   # exactly the float16 values
+
+
+def test_predictions_run_in_eval_mode_restore_the_mode_and_come_back_on_the_cpu(device):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.9)).to(device).train()
+    x, y = torch.randn(10, 3), torch.arange(10) % 4
+    batches = [{"x": x[i:i + 4], "y": y[i:i + 4]} for i in range(0, 10, 4)]       # on the CPU
+    modes = []
+    predicted, true = predictions(model, batches, lambda m, b: (modes.append(m.training) or m(b["x"]).argmax(-1), b["y"]))
+    assert modes == [False] * 3 and model.training                  # eval inside (no dropout), restored after
+    assert predicted.device.type == true.device.type == "cpu"
+    with torch.no_grad():
+        assert predicted.tolist() == model.eval()(x.to(device)).argmax(-1).cpu().tolist() and true.tolist() == y.tolist()
+    with pytest.raises(ValueError, match="no batches to predict"):
+        predictions(model, [], lambda m, b: (b, b))
+
+
+def test_load_model_rebuilds_the_model_from_the_config_saved_with_it(tmp_path):
+    cfg = TinyConfig(30, hidden=24)
+    torch.manual_seed(0)
+    model = TinyDecoderLM(cfg)
+    path = save_checkpoint(tmp_path / "m.pt", model, cfg, extra={"merges": [[1, 2]]}, half=True)
+    seen = []
+    loaded, extra = load_model(path, lambda config: seen.append(config) or TinyDecoderLM(TinyConfig(**config)))
+    assert seen == [{"vocab_size": 30, "emb": 16, "hidden": 24}] and extra == {"merges": [[1, 2]]}
+    for (name, mine), theirs in zip(loaded.state_dict().items(), model.state_dict().values()):
+        assert mine.dtype == torch.float32, name
+        torch.testing.assert_close(mine, theirs.half().float(), rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match="size mismatch"):     # a model that is not the saved one
+        load_model(path, lambda config: TinyDecoderLM(TinyConfig(**{**config, "hidden": 8})))
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        load_model(tmp_path / "missing.pt", lambda config: TinyDecoderLM(TinyConfig(**config)))
 
 
 def test_checkpoint_loads_with_weights_only(tmp_path):

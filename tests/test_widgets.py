@@ -3,7 +3,7 @@ import html
 import pytest
 import torch
 
-from course_utils.widgets import Walkthrough, attention_stepper, step_html
+from course_utils.translation_widgets import Walkthrough, attention_stepper, step_html
 
 
 def _items():
@@ -62,7 +62,7 @@ def _number(pattern, text):
 # ---- 04: softmax saturation and masks ----
 
 def test_saturation_shows_the_spread_growing_with_d_k_until_scaled():
-    from course_utils.widgets import softmax_saturation
+    from course_utils.translation_widgets import softmax_saturation
     box = softmax_saturation()
     spread = lambda: _number(r"std of the scores ([\d.]+)", box.view.value)
     largest = lambda: _number(r"largest weight ([\d.]+)", box.view.value)
@@ -76,7 +76,7 @@ def test_saturation_shows_the_spread_growing_with_d_k_until_scaled():
 
 def test_mask_explorer_shows_the_mask_and_a_real_layers_weights():
     from course_utils.attention import MultiHeadAttention
-    from course_utils.widgets import mask_explorer
+    from course_utils.translation_widgets import mask_explorer
     torch.manual_seed(0)
     box = mask_explorer(MultiHeadAttention(8, 2), lengths="2, 4")
     mask_table = lambda: box.view.value.split("weights, head 0")[0]
@@ -101,7 +101,7 @@ def test_mask_explorer_shows_the_mask_and_a_real_layers_weights():
 @pytest.mark.parametrize("layers, kernel", [(1, 3), (2, 3), (4, 5), (3, 2)])
 def test_receptive_field_grid_agrees_with_the_formula(layers, kernel):
     from course_utils.convs2s import receptive_field
-    from course_utils.widgets import reach, receptive_field_explorer
+    from course_utils.translation_widgets import reach, receptive_field_explorer
     for causal in (False, True):
         seen = reach(20, layers, kernel, 41, causal)[0]
         assert len(seen) == receptive_field(layers, kernel)
@@ -115,7 +115,7 @@ def test_receptive_field_grid_agrees_with_the_formula(layers, kernel):
 
 
 def test_layer_attention_picks_the_layer():
-    from course_utils.widgets import LayerAttention, layer_attention
+    from course_utils.translation_widgets import LayerAttention, layer_attention
     w = torch.stack([torch.eye(2), torch.tensor([[0.5, 0.5], [0.5, 0.5]])])
     box = layer_attention([LayerAttention(["a", "b"], ["x", "y"], w)])
     assert "mean largest weight 1.00" in box.view.value
@@ -142,7 +142,7 @@ def seq2seq(small_synthetic, device):
 def test_the_traced_beam_finds_what_beam_search_finds(seq2seq, beam, alpha, device):
     from course_utils.data import tokenize
     from course_utils.decoding import beam_search
-    from course_utils.widgets import beam_trace
+    from course_utils.translation_widgets import beam_trace
     data, model, sources = seq2seq
     for source in sources:
         ids = data.src_vocab.encode(tokenize(source))
@@ -157,7 +157,7 @@ def test_the_traced_beam_finds_what_beam_search_finds(seq2seq, beam, alpha, devi
 
 
 def test_beam_explorer_moves_with_its_sliders(seq2seq):
-    from course_utils.widgets import beam_explorer
+    from course_utils.translation_widgets import beam_explorer
     data, model, sources = seq2seq
     box = beam_explorer(model, data, sources, max_len=20)
     assert "winner:" in box.view.value and box.step.max >= 1
@@ -178,7 +178,7 @@ def small_bert(device):
 
 
 def test_mlm_explorer_guesses_and_redraws_the_masking(small_bert):
-    from course_utils.widgets import mlm_explorer
+    from course_utils.pretraining_widgets import mlm_explorer
     box = mlm_explorer(*small_bert, "She was very happy to see him again.", "happy")
     shown = box.view.value
     assert "She was very [MASK] to see him again ." in shown and "[MASK] 1" in shown
@@ -202,7 +202,7 @@ def test_mlm_explorer_guesses_and_redraws_the_masking(small_bert):
     ("the happy " * 40, "happy", "the model reads at most"),
 ])
 def test_mlm_explorer_answers_bad_input_with_a_message(small_bert, sentence, masked, message):
-    from course_utils.widgets import mlm_explorer
+    from course_utils.pretraining_widgets import mlm_explorer
     box = mlm_explorer(*small_bert, "She was happy.", "happy")
     box.sentence.value = sentence
     box.masked.value = masked
@@ -210,7 +210,7 @@ def test_mlm_explorer_answers_bad_input_with_a_message(small_bert, sentence, mas
 
 
 def test_mlm_explorer_names_words_it_does_not_know(small_bert):
-    from course_utils.widgets import mlm_explorer
+    from course_utils.pretraining_widgets import mlm_explorer
     box = mlm_explorer(*small_bert, "She saw a Ж today.", "today")
     assert "unknown to the vocabulary (read as [UNK]): Ж" in box.view.value
 
@@ -220,7 +220,7 @@ def test_mlm_explorer_names_words_it_does_not_know(small_bert):
 def test_dataset_browser_filters_by_length_and_sketches_an_alignment(small_synthetic):
     from course_utils.data import tokenize
     from course_utils.data import association_lexicon
-    from course_utils.widgets import dataset_browser
+    from course_utils.translation_widgets import dataset_browser
     lexicon = association_lexicon(small_synthetic.train)
     assert max(lexicon["zwanzig"], key=lexicon["zwanzig"].get) == "twenty"
     box = dataset_browser({"synthetic": small_synthetic.train, "other": small_synthetic.test[:20]},
@@ -241,7 +241,7 @@ def test_dataset_browser_filters_by_length_and_sketches_an_alignment(small_synth
 
 def test_vit_attention_explorer_follows_image_layer_and_head(device):
     from course_utils import vit
-    from course_utils.widgets import vit_attention, vit_attention_html
+    from course_utils.pretraining_widgets import vit_attention, vit_attention_html
     torch.manual_seed(0)
     model = vit.ViT(vit.ViTConfig(d_model=16, num_heads=2, num_layers=2, d_ff=32)).to(device)
     images, labels = torch.rand(3, 1, 8, 8), torch.tensor([4, 7, 1])   # on the CPU: the explorer moves them
@@ -270,7 +270,7 @@ def test_vit_attention_explorer_follows_image_layer_and_head(device):
 def test_gpt_generate_explorer_follows_prompt_and_sampler_settings(device):
     from course_utils import gpt
     from course_utils.bpe import BPETokenizer
-    from course_utils.widgets import gpt_generate, gpt_generate_html
+    from course_utils.pretraining_widgets import gpt_generate, gpt_generate_html
     tok = BPETokenizer([("t", "h"), ("th", "e"), ("Ġ", "the")], byte_level=True)
     torch.manual_seed(0)
     model = gpt.GPT(gpt.GPTConfig(len(tok), max_len=16, d_model=16, num_heads=2, num_layers=1, d_ff=32)).to(device)

@@ -174,10 +174,9 @@ def loss_calls():
 
 def config():
     """The notebook's ``cfg`` (cell train_or_load)."""
-    from course_utils.transformer import TransformerConfig
+    from course_utils.recipes import TRANSFORMER_FAST
     _, data = grader_verdicts.synthetic()
-    return TransformerConfig(len(data.src_vocab), len(data.tgt_vocab), d_model=64, num_heads=4,
-                             num_encoder_layers=2, num_decoder_layers=2, d_ff=128, dropout=0.0)
+    return TRANSFORMER_FAST.model_config(len(data.src_vocab), len(data.tgt_vocab))
 
 
 def _reference_model(cfg):

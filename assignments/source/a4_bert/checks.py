@@ -38,7 +38,7 @@ def data():
             saved = torch.load(verified_path("small_bert.pt"), map_location="cpu", weights_only=True)
             cfg = BertConfig(**saved["config"])
             tokenizer = PreTrainedTokenizerFast(
-                tokenizer_object=Tokenizer.from_str(saved["tokenizer"]), unk_token="[UNK]", pad_token="[PAD]",
+                tokenizer_object=Tokenizer.from_str(saved["extra"]["tokenizer"]), unk_token="[UNK]", pad_token="[PAD]",
                 cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
                 model_input_names=["input_ids", "token_type_ids", "attention_mask"])
 
@@ -50,7 +50,7 @@ def data():
                 train=tensors(book_passages(train_paragraphs, 400, seed=0)),
                 test=tensors(book_passages(test_paragraphs, 100, seed=1)),
                 special=tokenizer.all_special_ids, mask_id=tokenizer.mask_token_id, vocab_size=len(tokenizer),
-                encoder={k.removeprefix("bert."): v.float() for k, v in saved["state_dict"].items()
+                encoder={k.removeprefix("bert."): v.float() for k, v in saved["model"].items()
                          if k.startswith("bert.")})
     return _cache
 

@@ -1,0 +1,76 @@
+"""The training runs of the course's translation models, one per family, each on
+``training.train`` with its paper's optimiser and schedule (the models and their losses stay
+in their own files: ``seq2seq``, ``convs2s``, ``transformer``).
+
+- ``fit_seq2seq``: a GRU encoder-decoder of 01/02 (Adam at a constant rate): 02's
+  English -> Spanish model (``recipes.ES_EN_FULL``; the shipped ``SHIPPED_ES_EN``, made by
+  scripts/train_es_en_attention.py) and 06's word and BPE translators;
+- ``fit_convs2s``: 03's ConvS2S (Adam, linear warm-up and decay; 03 writes the same loop out);
+- ``fit_transformer``: 04's Transformer (Adam with betas 0.9 and 0.98, warm-up then inverse
+  square root, a cool-down, label smoothing, length-bucketed batches).
+
+Each takes the model (on its device) and a ``data.TranslationData`` and returns the
+``training.History``.
+
+Taught in: 02_bahdanau_attention, 03_convs2s, 04_transformer, 06_bpe.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from course_utils.convs2s import ConvS2S
+from course_utils.data import TranslationData, tokenize
+from course_utils.runtime import check_device
+from course_utils.schedules import linear_schedule, warmup_scheduler
+from course_utils.seq2seq import Seq2Seq, seq2seq_loss
+from course_utils.training import train
+from course_utils.transformer import Transformer, transformer_loss
+
+#: 02's English -> Spanish model, trained once by scripts/train_es_en_attention.py (data/, with its card)
+SHIPPED_ES_EN = "es_en_attention.pt"
+
+
+def fit_seq2seq(model: Seq2Seq, data: TranslationData, lr: float, batch_size: int, steps: int,
+                progress: bool = True, desc: str = "seq2seq"):
+    """Train a GRU encoder-decoder (01, 02) for ``steps`` steps of ``batch_size`` pairs of
+    ``data``, a new order each pass, with Adam at the constant rate ``lr``; the loss is
+    ``seq2seq.seq2seq_loss`` (teacher forcing). One run for 02's English -> Spanish model
+    (``recipes.ES_EN_FULL``: its full profile, and the shipped weights) and 06's translators.
+    Taught in: 02_bahdanau_attention."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    return train(model, lambda epoch: data.batches(batch_size, shuffle=True, seed=epoch), seq2seq_loss,
+                 optimizer, max_steps=steps, device=check_device(model, what="fit_seq2seq"),
+                 progress=progress, desc=desc)
+
+
+def fit_convs2s(model: ConvS2S, data: TranslationData, recipe, progress: bool = True, desc: str = "ConvS2S"):
+    """Train ``model`` with ``recipe`` (a ``recipes.ConvS2STraining``) on ``data``, reshuffled
+    every epoch: Adam at ``recipe.lr`` with a linear warm-up and decay to ``recipe.final_lr``.
+    Taught in: 03_convs2s (which writes the same loop out)."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr)
+    scheduler = linear_schedule(optimizer, recipe.warmup, recipe.steps, recipe.final_lr)
+    return train(model, lambda epoch: data.batches(recipe.batch_size, shuffle=True, seed=epoch),
+                 seq2seq_loss, optimizer, scheduler=scheduler, max_steps=recipe.steps,
+                 device=check_device(model, what="fit_convs2s"), progress=progress, desc=desc)
+
+
+def fit_transformer(model: Transformer, data: TranslationData, recipe, max_steps: int | None = None,
+                    lr: float | None = None, warmup: int | None = None, progress: bool = True,
+                    desc: str = "transformer"):
+    """Train as ``recipe`` (a ``recipes.TransformerTraining``) says: Adam (betas 0.9, 0.98),
+    the warm-up schedule and length-bucketed batches of ``data`` (only pairs up to
+    ``recipe.max_src_len`` source words if set), reshuffled every epoch.
+    ``max_steps``, ``lr`` and ``warmup`` override the recipe's. Taught in: 04_transformer."""
+    if recipe.max_src_len is not None:
+        data = data.with_pairs([p for p in data.pairs if len(tokenize(p[0])) <= recipe.max_src_len])
+    lr = recipe.lr if lr is None else lr
+    warmup = recipe.warmup if warmup is None else warmup
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+    max_steps = max_steps or recipe.max_steps
+    scheduler = warmup_scheduler(optimizer, warmup, decay_after=max(warmup, recipe.warmup),
+                                 total_steps=max_steps, cooldown=min(recipe.cooldown, max_steps))
+    return train(model, lambda epoch: data.batches(recipe.batch_size, shuffle=True, seed=epoch),
+                 lambda m, batch: transformer_loss(m, batch, recipe.label_smoothing), optimizer,
+                 scheduler=scheduler, max_steps=max_steps, device=check_device(model, what="fit_transformer"),
+                 progress=progress, desc=desc)
