@@ -1,6 +1,6 @@
 """The interactive views of the pre-training half of the course (05-08), built on the frame
-of ``course_utils.widgets``: each returns an ``Explorer`` whose controls a test can move, with
-a static fallback; moving a control never retrains anything, and bad input gets a message
+of ``course_utils.widgets``: each view returns an ``Explorer`` whose controls a test can move,
+with a static fallback; moving a control never retrains anything, and bad input gets a message
 in the view.
 
 Taught in: 05_bert (masked-language-model guesses), 06_bpe (replaying the merges), 07_gpt

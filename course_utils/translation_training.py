@@ -1,8 +1,11 @@
 """The training runs of the course's translation models, one per family, each on
-``training.train`` with its paper's optimiser and schedule (the models and their losses stay
-in their own files: ``seq2seq``, ``convs2s``, ``transformer``).
+``training.train`` with the optimiser and schedule of its notebook's recipe (only the
+Transformer's follows its paper: Bahdanau et al. trained with Adadelta, Gehring et al. with
+Nesterov SGD); the models and their losses stay in their own files (``seq2seq``,
+``convs2s``, ``transformer``).
 
-- ``fit_seq2seq``: a GRU encoder-decoder of 01/02 (Adam at a constant rate): 02's
+- ``fit_seq2seq``: a GRU encoder-decoder of 02 (Adam at a constant rate; 01 and 02 write
+  their loop out): 02's
   English -> Spanish model (``recipes.ES_EN_FULL``; the shipped ``SHIPPED_ES_EN``, made by
   scripts/train_es_en_attention.py) and 06's word and BPE translators;
 - ``fit_convs2s``: 03's ConvS2S (Adam, linear warm-up and decay; 03 writes the same loop out);
@@ -12,7 +15,8 @@ in their own files: ``seq2seq``, ``convs2s``, ``transformer``).
 Each takes the model (on its device) and a ``data.TranslationData`` and returns the
 ``training.History``.
 
-Taught in: 02_bahdanau_attention, 03_convs2s, 04_transformer, 06_bpe.
+Used in: 02_bahdanau_attention, 03_convs2s (its loop written out beside it), 04_transformer,
+06_bpe.
 """
 
 from __future__ import annotations
@@ -33,11 +37,11 @@ SHIPPED_ES_EN = "es_en_attention.pt"
 
 def fit_seq2seq(model: Seq2Seq, data: TranslationData, lr: float, batch_size: int, steps: int,
                 progress: bool = True, desc: str = "seq2seq"):
-    """Train a GRU encoder-decoder (01, 02) for ``steps`` steps of ``batch_size`` pairs of
+    """Train a GRU encoder-decoder (``seq2seq.Seq2Seq``) for ``steps`` steps of ``batch_size`` pairs of
     ``data``, a new order each pass, with Adam at the constant rate ``lr``; the loss is
     ``seq2seq.seq2seq_loss`` (teacher forcing). One run for 02's English -> Spanish model
     (``recipes.ES_EN_FULL``: its full profile, and the shipped weights) and 06's translators.
-    Taught in: 02_bahdanau_attention."""
+    Taught in: 02_bahdanau_attention, 06_bpe."""
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     return train(model, lambda epoch: data.batches(batch_size, shuffle=True, seed=epoch), seq2seq_loss,
                  optimizer, max_steps=steps, device=check_device(model, what="fit_seq2seq"),
@@ -46,7 +50,8 @@ def fit_seq2seq(model: Seq2Seq, data: TranslationData, lr: float, batch_size: in
 
 def fit_convs2s(model: ConvS2S, data: TranslationData, recipe, progress: bool = True, desc: str = "ConvS2S"):
     """Train ``model`` with ``recipe`` (a ``recipes.ConvS2STraining``) on ``data``, reshuffled
-    every epoch: Adam at ``recipe.lr`` with a linear warm-up and decay to ``recipe.final_lr``.
+    every epoch: Adam at ``recipe.lr`` with a linear warm-up and a linear decay to a floor of
+    ``recipe.final_lr`` times ``recipe.lr`` (``schedules.linear_schedule``).
     Taught in: 03_convs2s (which writes the same loop out)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr)
     scheduler = linear_schedule(optimizer, recipe.warmup, recipe.steps, recipe.final_lr)

@@ -1,6 +1,6 @@
 """The interactive views of the translation half of the course (00-04), built on the frame
-of ``course_utils.widgets``: each returns an ``Explorer`` whose controls a test can move, with
-a static fallback; moving a control never retrains anything, and bad input gets a message
+of ``course_utils.widgets``: each view returns an ``Explorer`` whose controls a test can move,
+with a static fallback; moving a control never retrains anything, and bad input gets a message
 in the view.
 
 Taught in: 00_welcome (the datasets), 01_seq2seq_bottleneck (beam search, step by step),

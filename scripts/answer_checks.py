@@ -53,7 +53,11 @@ DYNAMIC_MODULES = {"importlib", "inspect", "builtins", "runpy", "gc", "ctypes", 
 DYNAMIC_NAMES = {"sys.modules", "sys._getframe", "sys.meta_path"}
 DYNAMIC_ATTRIBUTES = {"__globals__", "__dict__", "__builtins__", "__subclasses__", "__code__",
                       "__closure__", "__loader__", "__spec__", "__getattribute__", "__import__",
-                      "__wrapped__", "__func__", "f_globals", "f_back"}
+                      "__wrapped__", "__func__", "f_globals", "f_back",
+                      # a builtin's module (print.__self__ is builtins), frames and tracebacks
+                      # (their f_builtins hold eval): the red team of issue 37
+                      "__self__", "f_builtins", "f_locals", "f_code", "gi_frame", "cr_frame", "ag_frame",
+                      "tb_frame", "tb_next", "__traceback__"}
 # What an answer cell may import (an allow-list, not a block-list: every other module is a
 # door this reading cannot watch: pydoc.locate, timeit, operator.methodcaller, ...). The course
 # package is checked name by name (what the read-only cells hand out); os and time are there
@@ -67,7 +71,9 @@ DENIED_NAMES = {"torch.ops", "torch.hub", "torch.package", "torch.utils.cpp_exte
                 "torch.distributed", "torch.utils.model_zoo", "torch.library", "torch.classes",
                 "torch.utils.benchmark", "torch.utils.collect_env", "torch.utils.bottleneck", "torch.serialization",
                 "numpy.f2py", "numpy.ctypeslib", "numpy.distutils", "typing.get_type_hints", "typing.ForwardRef",
-                "string.Formatter", "os.sys"}
+                "string.Formatter", "os.sys",
+                # they evaluate string annotations (typing.get_type_hints): code in a string
+                "functools.singledispatch", "functools.singledispatchmethod"}
 # Builtins that take an attribute's name as a string.
 BY_NAME = {"getattr", "setattr", "delattr", "hasattr"}
 
@@ -114,9 +120,52 @@ def parse(source: str) -> ast.Module | None:
     except Exception:  # IPython missing or a transform error: read the cell as it is
         pass
     try:
-        return ast.parse(source)
+        return _StringAnnotations().visit(ast.parse(source))
     except SyntaxError:
         return None
+
+
+class _StringAnnotations(ast.NodeTransformer):
+    """An annotation written as a string (``x: "torch.Tensor"``) is code that typing evaluates
+    (``typing.get_type_hints``, ``functools.singledispatch``, TorchScript): read as the
+    expression it holds, so that every check sees it (the red team of issue 37 hid an
+    ``__import__`` in one). A string that is not an expression stays a string."""
+
+    def _read(self, annotation):
+        if annotation is None:
+            return None
+        for node in ast.walk(annotation):
+            for field_name, value in ast.iter_fields(node):
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    setattr(node, field_name, self._expression(value))
+                elif isinstance(value, list):
+                    setattr(node, field_name, [self._expression(v) if isinstance(v, ast.Constant)
+                                               and isinstance(v.value, str) else v for v in value])
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            return self._expression(annotation)
+        return annotation
+
+    def _expression(self, constant):
+        try:
+            expression = ast.parse(constant.value.strip(), mode="eval").body
+        except SyntaxError:
+            return constant
+        ast.copy_location(expression, constant)
+        return ast.fix_missing_locations(self._read(expression))
+
+    def visit_arg(self, node):
+        node.annotation = self._read(node.annotation)
+        return self.generic_visit(node)
+
+    def visit_AnnAssign(self, node):
+        node.annotation = self._read(node.annotation)
+        return self.generic_visit(node)
+
+    def visit_FunctionDef(self, node):
+        node.returns = self._read(node.returns)
+        return self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
 
 
 def bound_names(stmt: ast.stmt) -> set[str]:
@@ -332,8 +381,8 @@ def walk_scoped(node, local=frozenset()):
     yield node, local
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         inner = local | _local_names(node)
-        for child in node.decorator_list + [node.args]:
-            yield from walk_scoped(child, local)
+        for child in node.decorator_list + [node.args] + ([node.returns] if node.returns else []):
+            yield from walk_scoped(child, local)  # (the return annotation runs where the function is made)
         for child in node.body:
             yield from walk_scoped(child, inner)
         return
@@ -459,6 +508,12 @@ def _identity(obj) -> int | tuple[int, int]:
     return id(obj)
 
 
+def _forbidden_key(obj) -> int:
+    """A listed reference answer by its function: a classmethod listed through its class is the
+    same answer however it is reached."""
+    return id(getattr(obj, "__func__", obj)) if isinstance(obj, types.MethodType) else id(obj)
+
+
 class Rules:
     """Allowed and forbidden names of one assignment, from its source notebook's cells
     (``is_answer``, ``is_test``: which cells are answers and tests) and the other libraries'
@@ -480,7 +535,7 @@ class Rules:
             if _is_module(obj):
                 self.forbidden_modules.append(qual)
             else:
-                self.forbidden[_identity(obj)] = qual
+                self.forbidden[_forbidden_key(obj)] = qual
                 if qual.startswith("torch.Tensor.") and qual.count(".") == 2:
                     self.forbidden_methods[qual.rsplit(".", 1)[1]] = qual
         names = Names()
@@ -505,10 +560,16 @@ class Rules:
     def holds_reference(self, qual: str) -> bool:
         """Whether ``qual`` is a module that holds a reference answer (course_utils, or a
         module a listed answer lives in)."""
-        if not _is_module(resolve(qual)):
+        module = resolve(qual)
+        if not _is_module(module):
             return False
         listed = list(self.forbidden.values()) + self.forbidden_modules
-        return qual.split(".")[0] == PACKAGE or any(f == qual or f.startswith(qual + ".") for f in listed)
+        if qual.split(".")[0] == PACKAGE or any(f == qual or f.startswith(qual + ".") for f in listed):
+            return True
+        # by object too: torch.nn.modules.activation holds torch.nn.MultiheadAttention under another name
+        name = getattr(module, "__name__", "")
+        return (any(name == m or name.startswith(m + ".") for m in self.forbidden_modules)
+                or any(_forbidden_key(v) in self.forbidden for v in list(vars(module).values())))
 
     def verdict(self, qual: str) -> str | None:
         """'reference' when ``qual`` names a reference answer, 'dynamic' when it is a way
@@ -519,9 +580,15 @@ class Rules:
         if any(qual == m or qual.startswith(m + ".") for m in self.forbidden_modules):
             return "reference"
         obj = resolve(qual)
-        if obj is None or _is_module(obj) or _plain_data(obj):
+        if obj is None or _is_module(obj):
             return None
-        if _identity(obj) in self.forbidden:
+        if "." in qual:
+            parent = resolve(qual.rsplit(".", 1)[0])
+            if _plain_data(parent):
+                return None  # a method of a number or a string (recipe.lr.hex)
+            if _plain_data(obj) and not _is_module(parent) and _identity(parent) in self.allowed:
+                return None  # a number read off a handed object (recipe.lr); not a module's __file__
+        if _forbidden_key(obj) in self.forbidden:
             return "reference"
         home = root if root == PACKAGE else (getattr(obj, "__module__", None) or "").split(".")[0]
         if home == PACKAGE and _identity(obj) not in self.allowed:

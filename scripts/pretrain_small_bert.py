@@ -80,6 +80,9 @@ novels (data/austen_novels.tsv.gz), for notebook 05_bert.
   frequent piece: about 0.06; NSP by chance: 0.5).
 - Licence: the weights are derived from public domain text (the novels); they are released
   with the course code under the MIT licence.
+- Format: a checkpoint of `training.save_checkpoint` (`config`, the float16 weights under
+  `model`, and `extra`: the tokenizer as JSON under `tokenizer`, this run's `info`), read by
+  `bert_training.load_pretrained()` through `training.load_model`.
 - sha256: `{digest}` (also in data/SHA256SUMS; `bert_training.load_pretrained()` checks it).
 """)
     print(f"wrote {path} ({path.stat().st_size:,} bytes) after {minutes:.1f} min: {info['heldout']}")

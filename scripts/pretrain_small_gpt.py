@@ -96,6 +96,9 @@ A small GPT (decoder-only Transformer language model) trained on the shipped nov
   perplexity {math.exp(loss):.1f}. Curve (step, loss): {curve}.
 - Licence: the weights are derived from public domain text (the novels); they are released
   with the course code under the MIT licence.
+- Format: a checkpoint of `training.save_checkpoint` (`config`, the float16 weights under
+  `model`, and `extra`: the byte-level BPE merges under `merges`, this run's `info`), read by
+  `gpt_training.load_pretrained()` through `training.load_model`.
 - sha256: `{digest}` (also in data/SHA256SUMS; `gpt_training.load_pretrained()` checks it).
 """)
     print(f"wrote {path} ({path.stat().st_size:,} bytes) after {minutes:.1f} min: "

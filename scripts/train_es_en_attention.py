@@ -74,7 +74,7 @@ that the fast profile can show attention on real language (its full profile trai
 same recipe itself).
 
 - Made by: `python scripts/train_es_en_attention.py` (the recipe `recipes.ES_EN_FULL`, the code
-  of `course_utils.data`, `seq2seq` and `training`, seed 0, one thread).
+  of `course_utils.data`, `seq2seq`, `training` and `translation_training`, seed 0, one thread).
 - Data: `data/es_en_bible.tsv.gz` (card: es_en_bible.md), verses of at most {recipe.max_len} words,
   `data.es_en_splits` (seed 0): {len(es.train):,} training pairs; the {len(es.test)} test pairs were never
   trained on. Vocabularies: the training words seen at least {recipe.min_freq} times, {len(es_train.src_vocab):,}

@@ -324,6 +324,9 @@ def test_the_allowed_names_come_from_the_locked_cells():
     assert rules.verdict("course_utils.recipes.TRANSFORMER_FAST.max_steps") is None
     assert rules.verdict("course_utils.recipes.TRANSFORMER_FAST.model_config") is None
     assert rules.verdict("course_utils.recipes.GPT_FAST") == "reference"            # not handed out
+    assert rules.verdict("course_utils.recipes.TRANSFORMER_FAST.lr.hex") is None       # a number's method
+    assert rules.verdict("course_utils.attention.__file__") == "reference"            # a reference module's text
+    assert rules.verdict("course_utils.attention.__doc__") == "reference"
     setup = next(c for c in source.cells if A.grade_id(c) == "setup")
     setup.source += "\nfrom course_utils.attention import causal_mask"           # handed out: now allowed
     assert A.answer_rules(source).verdict("course_utils.attention.causal_mask") is None
@@ -344,6 +347,10 @@ REFERENCE_USES = {  # answer -> edit, (what is reported, the questions that scor
                          "course_utils.positional.sinusoidal_encoding", "test_positional_encoding"),
     "torch's layer": ("multi_head_attention", _append("_layer = nn.MultiheadAttention"),
                       "torch.nn.MultiheadAttention", "test_multi_head_attention"),  # bound to a name no test reaches: costs the same
+    "a module in a container": ("multi_head_attention", _append("_ms = (torch.nn.modules.activation,)\n_layer = _ms[0].MultiheadAttention"),
+                                "the module torch.nn.modules.activation as a value", "test_multi_head_attention"),
+    "a reference module's __file__": ("attention", _append("import course_utils.attention as _ca\n_text = _ca.__file__"),
+                                      "course_utils.attention.__file__", "test_attention"),
     "torch's function": ("attention", lambda code: "def scaled_dot_product_attention(q, k, v, mask=None):\n"
                          "    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None",
                          "torch.nn.functional.scaled_dot_product_attention", "test_attention"),
@@ -476,6 +483,21 @@ HIDDEN_DOORS = {  # name -> patchify answer cell
     "pickle through torch.serialization": _PATCHIFY + "    return torch.serialization.pickle.loads(b'x')(images, patch_size)",
     "weights_only in a dict": _PATCHIFY + "    return torch.load('helper.pt', **{'weights_only': False})(images, patch_size)",
     "the environment": "import os\nos.environ.update({'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD': '1'})\n" + _PATCHIFY + "    return images",
+    # the red team of issue 37: eval reached through a builtin's module, a frame, a string annotation
+    "a builtin's __self__": "_ref = print.__self__.eval(\"__import__('course_utils.vit', fromlist=['x']).patchify\")\n"
+                            + _PATCHIFY + "    return _ref(images, patch_size)",
+    "a generator's frame": "_ref = (x for x in ()).gi_frame.f_builtins['eval'](\"__import__('course_utils.vit', "
+                           "fromlist=['x']).patchify\")\n" + _PATCHIFY + "    return _ref(images, patch_size)",
+    "a traceback's frame": "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    _b = e.__traceback__.tb_frame.f_builtins\n"
+                           + _PATCHIFY + "    return images",
+    "singledispatch evaluates a string annotation": (
+        "import functools\n@functools.singledispatch\ndef _d(x):\n    pass\n"
+        "def _h(x: \"(_ref := __import__('course_utils.vit', fromlist=['x']).patchify) and int\"):\n    pass\n"
+        "_d.register(_h)\n" + _PATCHIFY + "    return _ref(images, patch_size)"),
+    "__import__ in a string annotation": "def _h(x: 'list[__import__(\"course_utils.vit\").vit.patchify]'):\n    pass\n"
+                                         + _PATCHIFY + "    return images",
+    "a return annotation": "def _h(x) -> (_ref := __import__('course_utils.vit', fromlist=['x']).patchify):\n    pass\n"
+                           + _PATCHIFY + "    return _ref(images, patch_size)",
 }
 
 
@@ -517,7 +539,9 @@ def test_honest_answers_written_another_way_raise_no_flag():
              "import math, itertools, functools, collections, typing, dataclasses, heapq, re, string, statistics, random, copy\n"
              "import numpy as np\nfrom torch.nn import functional as _F\nimport torch.utils.data\n"
              "_size = getattr(torch, 'float32')\n_ok = hasattr(nn.Module, 'forward')\n"
-             "_here = Path('vit.pt').exists()\nfrom pathlib import Path")  # what a read-only cell hands out
+             "_here = Path('vit.pt').exists()\nfrom pathlib import Path\n"  # what a read-only cell hands out
+             "def _typed(x: 'torch.Tensor', n: 'int' = 2) -> 'list[torch.Tensor]':\n    return [x] * n\n"
+             "_counts: 'dict[str, int]' = {}")  # forward references, read as the code they name
     rollout = ("def attention_rollout(weights):\n    t = weights[0].shape[-1]\n"
                "    eye = torch.eye(t, dtype=torch.float64, device=weights[0].device)\n    result = eye\n"
                "    for w in weights:\n        a = 0.5 * w.double().mean(dim=1) + 0.5 * eye\n"
