@@ -223,11 +223,11 @@ full: $(if $(filter $(BIN)/python,$(PY)),$(STAMP),)
 # (apt-get install bubblewrap); GRADE_ARGS=--no-sandbox for trusted submissions only (flagged in the CSV).
 .PHONY: assignments grade
 assignments: $(STAMP)
-	$(PY) scripts/assignments.py release $(if $(filter 1 yes true,$(FORCE)),--force,)
+	$(PY) -m grader release $(if $(filter 1 yes true,$(FORCE)),--force,)
 
 grade: $(STAMP)
 	@if [ -z "$(SUBMISSION)" ]; then echo "usage: make grade SUBMISSION=path/to/notebook.ipynb (or a folder)" >&2; exit 2; fi
-	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) scripts/assignments.py grade "$(SUBMISSION)" \
+	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m grader grade "$(SUBMISSION)" \
 	    $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT),) $(if $(WORKERS),--workers $(WORKERS),) $(GRADE_ARGS)
 
 # The grading tests, with the two that `make test` leaves out (nbgrader's autograde of the correct

@@ -85,7 +85,7 @@ def test_the_kernel_settings_are_written_once():
                                        "TRANSFORMERS_OFFLINE": "1", "PYTHONHASHSEED": "0"}
     restated = re.compile(r'"(OMP_WAIT_POLICY|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE)"\s*:\s*"')
     # the code that starts kernels (tests that assert what a kernel saw may name the values)
-    starters = [*(ROOT / "course_utils").rglob("*.py"), *(ROOT / "scripts").rglob("*.py"),
+    starters = [*(ROOT / "course_utils").rglob("*.py"), *(ROOT / "scripts").rglob("*.py"), *(ROOT / "grader").rglob("*.py"),
                 ROOT / "tests" / "browser.py", ROOT / "tests" / "test_full_profile_smoke.py"]
     places = [p for p in starters if restated.search(p.read_text()) and p != ROOT / "course_utils" / "__init__.py"]
     assert not places, f"kernel settings restated in {[str(p.relative_to(ROOT)) for p in places]}"

@@ -1,4 +1,4 @@
-"""The home assignments (assignments/, scripts/assignments.py): the source notebooks pass
+"""The home assignments (assignments/, the package grader): the source notebooks pass
 their own tests, the released ones are up to date, hold no solution or hidden test and stop
 at the first stub, grading gives full marks to a correct submission and not to a broken
 one, and bad input gets a clear error.
@@ -6,7 +6,6 @@ one, and bad input gets a clear error.
 Notebook runs use the shipped checkpoints (skip_training = True): no training here.
 """
 
-import importlib.util
 import json
 import os
 import re
@@ -28,15 +27,7 @@ POINTS = {
 }
 
 
-def _load_module():
-    spec = importlib.util.spec_from_file_location("course_assignments", ROOT / "scripts" / "assignments.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-A = _load_module()
+from grader import assignments as A  # noqa: E402
 NAMES = sorted(POINTS)
 # assignments that train a model and ship its checkpoint (one per line)
 TRAINED = [
@@ -130,7 +121,7 @@ def test_source_notebook_passes_all_its_tests(name, tmp_path):
         (tmp_path / checkpoint.name).write_bytes(checkpoint.read_bytes())
     # under the device check (COURSE_DEVICE=check: a CUDA GPU pretended on the CPU, the fast
     # profile kept): this run is also the assignment's device check in `make test`
-    import grader_sandbox
+    from grader import sandbox as grader_sandbox
     grader_sandbox.execute(nb, tmp_path, 600, env={**A.GRADING_ENV, "COURSE_DEVICE": "check"})
     errors = [(c.id, o.ename, o.evalue[:200]) for c in nb.cells if c.cell_type == "code"
               for o in c.outputs if o.output_type == "error"]
@@ -496,6 +487,8 @@ HIDDEN_DOORS = {  # name -> patchify answer cell
         "_d.register(_h)\n" + _PATCHIFY + "    return _ref(images, patch_size)"),
     "__import__ in a string annotation": "def _h(x: 'list[__import__(\"course_utils.vit\").vit.patchify]'):\n    pass\n"
                                          + _PATCHIFY + "    return images",
+    "strings in strings, deeper than the check reads": "def _h(x: " + repr(__import__("functools").reduce(
+        lambda inner, _: repr(inner), range(9), "int")) + "):\n    pass\n" + _PATCHIFY + "    return images",
     "a return annotation": "def _h(x) -> (_ref := __import__('course_utils.vit', fromlist=['x']).patchify):\n    pass\n"
                            + _PATCHIFY + "    return _ref(images, patch_size)",
 }
@@ -677,7 +670,7 @@ def test_a_last_cell_cut_by_the_time_limit_is_the_time_limit(tmp_path):
     'the probe did not run', without the 'timed out' flag."""
     import time
 
-    import grader_sandbox
+    from grader import sandbox as grader_sandbox
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"),
                                          nbformat.v4.new_code_cell("import time\ntime.sleep(300)")])
     start = time.perf_counter()

@@ -25,7 +25,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from answer_checks import imports_of  # scripts/ is on the path (conftest)
+from grader.answer_checks import imports_of
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

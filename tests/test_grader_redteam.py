@@ -1,4 +1,4 @@
-"""Red team of the grader's new checks (scripts/grader_sandbox.run_call: arguments changed in
+"""Red team of the grader's new checks (grader.sandbox.run_call: arguments changed in
 place, a loss's gradients; a5's count of the key work of generation; where difference() says
 a structure differs): each test is a submission that scores points it did not earn, or an
 honest answer that loses points, as the grader judges it now. Each fails until its fix;
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import test_assignments as T
-import grader_sandbox  # noqa: E402  (on sys.path through test_assignments)
-import grader_verdicts  # noqa: E402
+from grader import sandbox as grader_sandbox
+from grader import verdicts as grader_verdicts
 from test_grader_calls import IN_PLACE_MASK, MASK_QUESTIONS, QKV, _checks, _namespace, _replace
 from test_grader_calls import _grading_device  # noqa: F401  (autouse: the grader's device, the CPU)
 
@@ -34,7 +34,7 @@ def _probed(name, question, namespace, tmp_path):
     work = Path(tempfile.mkdtemp(prefix=f"{name}-{question}-", dir=tmp_path))
     (work / "in").mkdir()
     (work / "in" / f"{question}.json").write_text(grader_verdicts.inputs(q.cases()))
-    cell = grader_sandbox.probe_source(question, str(work), str(ROOT / "scripts"))
+    cell = grader_sandbox.probe_source(question, str(work), grader_sandbox.code_folder(work))
     exec(compile(cell, f"probe {question}", "exec"), namespace)
     out = work / "out" / f"{question}.json"
     return grader_verdicts.judge(q, out.read_text() if out.exists() else None)
@@ -383,8 +383,7 @@ HONEST_AT_RUN_TIME = {  # what answers and locked cells do: nothing to report
 }
 _RUNTIME_SCRIPT = """
 import json, sys
-sys.path.insert(0, {scripts!r})
-import grader_sandbox
+from grader import sandbox as grader_sandbox
 import torch, math
 found = {{}}
 # one process, the honest cases first: each case is compared with a first look taken just before it
@@ -408,8 +407,7 @@ def changed_at_run_time():
     import json
     import subprocess
     import sys
-    script = _RUNTIME_SCRIPT.format(scripts=str(ROOT / "scripts"),
-                                    cases=json.dumps({**HONEST_AT_RUN_TIME, **RUNTIME_WRITES}))
+    script = _RUNTIME_SCRIPT.format(cases=json.dumps({**HONEST_AT_RUN_TIME, **RUNTIME_WRITES}))
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
                          env={**__import__("os").environ, **A.GRADING_ENV})
     assert run.returncode == 0, run.stderr[-2000:]
@@ -428,12 +426,12 @@ def test_what_honest_code_does_to_torch_is_not_reported(case, changed_at_run_tim
 
 
 def _in_a_process_of_its_own(script, tmp_path):
-    """The stdout lines of ``script`` run in a fresh Python with scripts/ and tests/ on its path
+    """The stdout lines of ``script`` run in a fresh Python with tests/ on its path
     (a first look taken in the test process would stay for every later test there)."""
     import os
     import subprocess
     import sys
-    head = f"import sys\nsys.path.insert(0, {str(ROOT / 'scripts')!r})\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+    head = f"import sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
     run = subprocess.run([sys.executable, "-c", head + script], capture_output=True, text=True, timeout=600,
                          cwd=tmp_path, env={**os.environ, **A.GRADING_ENV})
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
@@ -452,7 +450,7 @@ SELF_UNDOING = ("\n\ndef _once(T, keep_all):\n    def fp(self):\n        return 
 
 def test_a_change_to_torch_that_undoes_itself_when_used_is_seen(tmp_path):
     lines = _in_a_process_of_its_own(
-        "import grader_sandbox, pathlib\ngrader_sandbox.watch()\nimport test_grader_redteam as R\n"
+        "import pathlib\nfrom grader import sandbox as grader_sandbox\ngrader_sandbox.watch()\nimport test_grader_redteam as R\n"
         "from test_grader_calls import IN_PLACE_MASK, MASK_QUESTIONS\n"
         "def edit(code):\n    code = IN_PLACE_MASK(code).replace('    return inputs.to(input_ids.device), labels.to(input_ids.device)', "
         "'    _once(torch.Tensor, torch.Tensor.all)\\n    return inputs.to(input_ids.device), labels.to(input_ids.device)')\n"
@@ -475,8 +473,8 @@ def test_a_probe_after_a_write_into_torch_scores_nothing_and_says_what_changed(t
     ``torch.Tensor.clone`` that the answer check does not flag)."""
     import subprocess
     import sys
-    script = (f"import sys\nsys.path.insert(0, {str(ROOT / 'scripts')!r})\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
-              "import grader_sandbox\ngrader_sandbox.watch()\n"
+    script = (f"import sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+              "from grader import sandbox as grader_sandbox\ngrader_sandbox.watch()\n"
               "import test_grader_redteam as R\nimport torch, pathlib, tempfile\n"
               "ns = R._namespace('a5_gpt')\n"
               "print('clean', R._probed('a5_gpt', 'test_attention', ns, pathlib.Path(tempfile.mkdtemp())))\n"
@@ -491,7 +489,8 @@ def test_a_probe_after_a_write_into_torch_scores_nothing_and_says_what_changed(t
 
 
 _QUICK_PASS_CASES = r'''
-import json, torch, grader_sandbox as G
+import json, torch
+from grader import sandbox as G
 G.watch()
 T, mod = torch.Tensor, __import__("torch._tensor", fromlist=["_"])
 def report(tag):
@@ -556,7 +555,7 @@ def test_the_quick_pass_of_the_check_misses_nothing_the_full_comparison_finds(qu
 _QUICK_PASS_ATTACKS = r'''
 import json, operator, builtins, sys, torch, course_utils.data
 import torch.nn.functional as F
-import grader_sandbox as G
+from grader import sandbox as G
 
 def both(tag):
     new = [G.changed(G.QUICK), G.changed()]

@@ -179,7 +179,7 @@ def _permuted(reference, path, seed=0):
 def attacked(tmp_path_factory, grading_alone):
     folder = tmp_path_factory.mktemp("attacks") / "class"
     _attacks(folder)
-    outside = [ROOT / "assignments", ROOT / "course_utils", ROOT / "scripts", ROOT / "data"]
+    outside = [ROOT / "assignments", ROOT / "course_utils", ROOT / "scripts", ROOT / "grader", ROOT / "data"]
     before, inside = _digest(outside), _digest([folder])
     with grading_alone():  # no other worker's sandboxes while the survivors are counted
         start = time.perf_counter()
@@ -376,7 +376,7 @@ def test_links_and_oversized_files_are_refused_before_anything_runs(tmp_path):
 def test_forged_or_malformed_answers_score_nothing():
     import json
 
-    import grader_verdicts
+    from grader import verdicts as grader_verdicts
     question = grader_verdicts.load_checks(SOURCE / "a3_bpe" / "a3_bpe.ipynb")["test_merge_pair"]
     n = len(question.cases())
     deep = "[" * 5000 + "]" * 5000

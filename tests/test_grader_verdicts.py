@@ -1,4 +1,4 @@
-"""The grader's verdicts (scripts/grader_verdicts.py) hold when a folder is graded by
+"""The grader's verdicts (grader.verdicts) hold when a folder is graded by
 several threads at once."""
 
 import dataclasses
@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-import test_assignments as T  # noqa: F401  (puts scripts/ on sys.path, as the grader's tests do)
-import grader_sandbox  # noqa: E402
-import grader_verdicts  # noqa: E402
+import test_assignments as T  # noqa: F401
+from grader import sandbox as grader_sandbox
+from grader import verdicts as grader_verdicts
 
 SOURCE = T.SOURCE
 

@@ -1,4 +1,4 @@
-"""a1_bahdanau judged outside the student's process (scripts/grader_verdicts.py): for each
+"""a1_bahdanau judged outside the student's process (``grader.verdicts``): for each
 test cell but the trained model's, the calls the sandbox makes with the student's classes
 (given the weights of a reference module, sent as data) and the course_utils reference the
 grader compares them with. The decoder step is judged through ``forward`` (teacher-forced
@@ -10,8 +10,8 @@ model's log-probabilities (in the sandbox); the grader then translates with the 
 class holding those weights and computes BLEU itself. Keep the cases in step with the test
 cells of a1_bahdanau.ipynb (nbgrader still runs those)."""
 
-import grader_verdicts
-from grader_verdicts import Question
+from grader import verdicts as grader_verdicts
+from grader.verdicts import Question
 
 
 def reference():

@@ -1,4 +1,4 @@
-"""a2_transformer judged outside the student's process (scripts/grader_verdicts.py): for each
+"""a2_transformer judged outside the student's process (``grader.verdicts``): for each
 test cell but the trained model's, the calls the sandbox makes with the student's functions
 and classes (classes get the weights of a reference module, sent as data) and the reference
 implementations of course_utils that the grader compares them with (the loss with its
@@ -8,9 +8,9 @@ the sandbox); the grader then translates with the reference class holding those 
 computes BLEU itself. Keep the cases in step with the test cells of a2_transformer.ipynb
 (nbgrader still runs those)."""
 
-import grader_verdicts
-from grader_verdicts import Question
-from grader_verdicts import call as _call
+from grader import verdicts as grader_verdicts
+from grader.verdicts import Question
+from grader.verdicts import call as _call
 
 
 def _module(cls, init, seed, args, hidden=False, method=None):

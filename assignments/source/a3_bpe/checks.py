@@ -1,12 +1,12 @@
-"""a3_bpe judged outside the student's process (scripts/grader_verdicts.py): for each test
+"""a3_bpe judged outside the student's process (``grader.verdicts``): for each test
 cell, the calls the sandbox makes with the student's functions (the visible asserts' cases
 first, then the hidden ones) and the reference implementations the grader compares them
 with. Keep the cases in step with the test cells of a3_bpe.ipynb (nbgrader still runs those)."""
 
 import random
 
-from grader_verdicts import Question
-from grader_verdicts import call as _call
+from grader.verdicts import Question
+from grader.verdicts import call as _call
 
 SLIDES = {"hug": 10, "pug": 5, "pun": 12, "bun": 4, "hugs": 5}
 SLIDES_CORPUS = {tuple(word): count for word, count in SLIDES.items()}

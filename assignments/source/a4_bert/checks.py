@@ -1,4 +1,4 @@
-"""a4_bert judged outside the student's process (scripts/grader_verdicts.py): for each test
+"""a4_bert judged outside the student's process (``grader.verdicts``): for each test
 cell but the fine-tuned model's, the calls the sandbox makes with the student's functions
 and classes (classes get the weights of a reference module, sent as data; a random number
 generator is made in the sandbox by the notebook's read-only ``rng(seed)``) and the
@@ -12,8 +12,8 @@ those)."""
 
 import threading
 
-from grader_verdicts import Question, TrainedModelQuestion
-from grader_verdicts import call as _call
+from grader.verdicts import Question, TrainedModelQuestion
+from grader.verdicts import call as _call
 
 NUM_BOOKS = 6
 CHECKPOINT = "bert_books.pt"

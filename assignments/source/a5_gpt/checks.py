@@ -1,4 +1,4 @@
-"""a5_gpt judged outside the student's process (scripts/grader_verdicts.py): for each test
+"""a5_gpt judged outside the student's process (``grader.verdicts``): for each test
 cell but the trained model's, the calls the sandbox makes with the student's functions and
 classes (classes get the weights of a reference module, sent as data; a model passed to a
 function is built the same way, ``$make``) and the reference implementations of
@@ -23,8 +23,8 @@ Keep the cases in step with the test cells of a5_gpt.ipynb (nbgrader still runs 
 import dataclasses
 import threading
 
-from grader_verdicts import Question, TrainedModelQuestion
-from grader_verdicts import call as _call
+from grader.verdicts import Question, TrainedModelQuestion
+from grader.verdicts import call as _call
 
 CHECKPOINT = "gpt.pt"
 VOCAB_SIZE = 256   # the notebook's tokens: UTF-8 bytes

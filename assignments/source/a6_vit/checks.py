@@ -1,4 +1,4 @@
-"""a6_vit judged outside the student's process (scripts/grader_verdicts.py): for each test
+"""a6_vit judged outside the student's process (``grader.verdicts``): for each test
 cell but the trained model's, the calls the sandbox makes with the student's functions and
 ``ViT`` (given the weights of a reference ``course_utils.vit.ViT``, sent as data, with the
 class token and the positions drawn large enough to matter) and the course_utils.vit
@@ -14,8 +14,8 @@ under ``torch.manual_seed`` in two of them at the same time would draw each othe
 (the inputs sent to one sandbox would then differ from those the reference answers were
 computed on)."""
 
-from grader_verdicts import Question, TrainedModelQuestion
-from grader_verdicts import call as _call
+from grader.verdicts import Question, TrainedModelQuestion
+from grader.verdicts import call as _call
 
 CHECKPOINT = "vit.pt"
 THRESHOLD = 0.93  # accuracy on the validation digits (visible) and on the test digits (hidden)

@@ -120,52 +120,57 @@ def parse(source: str) -> ast.Module | None:
     except Exception:  # IPython missing or a transform error: read the cell as it is
         pass
     try:
-        return _StringAnnotations().visit(ast.parse(source))
+        tree = ast.parse(source)
     except SyntaxError:
         return None
+    _read_string_annotations(tree)
+    return tree
 
 
-class _StringAnnotations(ast.NodeTransformer):
+#: strings in strings deeper than this are not read: the annotation stands for ``eval`` of it
+_ANNOTATION_DEPTH = 8
+
+
+def _read_string_annotations(tree) -> None:
     """An annotation written as a string (``x: "torch.Tensor"``) is code that typing evaluates
-    (``typing.get_type_hints``, ``functools.singledispatch``, TorchScript): read as the
-    expression it holds, so that every check sees it (the red team of issue 37 hid an
-    ``__import__`` in one). A string that is not an expression stays a string."""
+    (``typing.get_type_hints``, ``functools.singledispatch``, TorchScript): it is replaced, in
+    ``tree``, by the expression it holds, so that every check reads it (the red team of issue
+    37 hid an ``__import__`` in one). A string that is not an expression stays a string. An
+    iterative walk: a deeply nested cell is reported by ``check``, not lost here."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.arg, ast.AnnAssign)) and node.annotation is not None:
+            node.annotation = _annotation(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+            node.returns = _annotation(node.returns)
 
-    def _read(self, annotation):
-        if annotation is None:
-            return None
-        for node in ast.walk(annotation):
-            for field_name, value in ast.iter_fields(node):
-                if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                    setattr(node, field_name, self._expression(value))
-                elif isinstance(value, list):
-                    setattr(node, field_name, [self._expression(v) if isinstance(v, ast.Constant)
-                                               and isinstance(v.value, str) else v for v in value])
-        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-            return self._expression(annotation)
-        return annotation
 
-    def _expression(self, constant):
+def _annotation(expression, depth: int = 0):
+    """``expression`` with the strings that typing evaluates read as the expressions they hold:
+    the annotation itself when it is a string, and strings among a subscript's arguments
+    (``list["Tensor"]``), except ``Literal``'s, which stay strings."""
+    def is_string(value):
+        return isinstance(value, ast.Constant) and isinstance(value.value, str)
+
+    def read(constant):
+        if depth >= _ANNOTATION_DEPTH:   # what it stands for: a string evaluated
+            return ast.copy_location(ast.Call(ast.Name("eval", ast.Load()), [constant], []), constant)
         try:
-            expression = ast.parse(constant.value.strip(), mode="eval").body
-        except SyntaxError:
+            inner = ast.parse(constant.value.strip(), mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return constant
-        ast.copy_location(expression, constant)
-        return ast.fix_missing_locations(self._read(expression))
+        return ast.fix_missing_locations(ast.copy_location(_annotation(inner, depth + 1), constant))
 
-    def visit_arg(self, node):
-        node.annotation = self._read(node.annotation)
-        return self.generic_visit(node)
-
-    def visit_AnnAssign(self, node):
-        node.annotation = self._read(node.annotation)
-        return self.generic_visit(node)
-
-    def visit_FunctionDef(self, node):
-        node.returns = self._read(node.returns)
-        return self.generic_visit(node)
-
-    visit_AsyncFunctionDef = visit_FunctionDef
+    if is_string(expression):
+        return read(expression)
+    for node in ast.walk(expression):
+        if not isinstance(node, ast.Subscript) or \
+                (_dotted(node.value) or [""])[-1] == "Literal":
+            continue
+        if is_string(node.slice):
+            node.slice = read(node.slice)
+        elif isinstance(node.slice, ast.Tuple):
+            node.slice.elts = [read(e) if is_string(e) else e for e in node.slice.elts]
+    return expression
 
 
 def bound_names(stmt: ast.stmt) -> set[str]:

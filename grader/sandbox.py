@@ -1,6 +1,6 @@
 """Where a submission runs: a bubblewrap sandbox, and the runner that executes it there.
 
-The grader (scripts/assignments.py) never runs a student's code in its own process. It
+The grader (``grader.assignments``) never runs a student's code in its own process. It
 writes the notebook to run (read-only cells, the student's answer cells, and for every
 question a *probe*: calls of the student's functions on the grader's inputs) into a fresh
 work folder, and starts this file as a script inside ``bwrap``:
@@ -19,7 +19,7 @@ work folder, and starts this file as a script inside ``bwrap``:
 What comes back is plain data: the executed notebook (JSON, read with a size cap) and one
 JSON file per probe (``encode``/``decode``: numbers, strings, lists, tuples, dicts and
 tensors as lists of numbers; never pickle). The grader judges it in its own process
-(scripts/grader_verdicts.py).
+(``grader.verdicts``).
 
 A probe's answer is taken out of the student's reach as soon as its cell has run: the runner
 (not the kernel) removes ``out/<question>.json`` before the probe cell, reads and removes it
@@ -36,7 +36,7 @@ answer cell takes a first look (``watch``: the attributes of every loaded module
 modes and global hooks), and every probe compares before and after its calls (``changed``); a
 probe that finds them changed sends back what changed instead of answers, and its question
 scores 0. It catches, when they run, the writes into torch that a reading of the answer cells
-(scripts/answer_checks.py) cannot follow; turning this check off needs the grader's module or
+(``grader.answer_checks``) cannot follow; turning this check off needs the grader's module or
 the builtins, which that reading flags.
 
 Leaves out: Docker (bubblewrap is the one sandbox here), cgroup limits on the total memory
@@ -65,11 +65,25 @@ INSTALL_HINT = ("bubblewrap (the `bwrap` command) is not installed: it is what k
                 "submissions you trust only, grade with --no-sandbox (every row is then flagged)")
 NO_SANDBOX_FLAG = "not sandboxed (--no-sandbox)"
 IN_SANDBOX_WORK = "/tmp/work"      # the work folder, as the sandbox sees it
-IN_SANDBOX_CODE = "/tmp/grader"    # this file, as the sandbox sees it
+IN_SANDBOX_CODE = "/tmp/grader"    # the folder of this file, as the sandbox sees it
 TIME_LIMIT_ERROR = "TimeLimit"
 INTERRUPTED = "interrupted: the time limit was reached while this cell ran"  # its message, mid-cell
 PROBE_KEY = "grader_probe"         # metadata key of a probe cell (its value: the question's grade_id)
 PROBES = "probes"                  # the folder of the probes' answers, written by the runner at the end
+
+
+#: the name the kernels import this module by (``watch_source``, ``probe_source``): in the sandbox
+#: this file is bound at ``IN_SANDBOX_CODE/grader_sandbox.py``, outside it ``code_folder`` copies it
+IN_KERNEL_MODULE = "grader_sandbox"
+
+
+def code_folder(work: Path) -> str:
+    """A folder in ``work`` that holds this module as ``IN_KERNEL_MODULE`` (a copy), for a run
+    without the sandbox: the kernels find it there as they find it at ``IN_SANDBOX_CODE`` in one."""
+    folder = Path(work) / "code"
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(__file__).resolve(), folder / f"{IN_KERNEL_MODULE}.py")
+    return str(folder)
 
 
 class SandboxError(Exception):
@@ -762,7 +776,7 @@ def _with_gradients(fn, args: list, kwargs: dict):
 
 def watch_source(code: str) -> str:
     """The code of the cell that takes the first look (before the first answer cell)."""
-    return f"__import__('sys').path.insert(0, {code!r})\n__import__('grader_sandbox').watch()"
+    return f"__import__('sys').path.insert(0, {code!r})\n__import__({IN_KERNEL_MODULE!r}).watch()"
 
 
 def probe_source(question: str, work: str, code: str) -> str:
@@ -771,7 +785,7 @@ def probe_source(question: str, work: str, code: str) -> str:
     # no name is bound in the student's globals: a student's function that the probe calls
     # must not find the grader's module (to switch its checks off) or sys (the reference)
     return (f"__import__('sys').path.insert(0, {code!r})\n"
-            f"__import__('grader_sandbox').probe(globals(), {question!r}, {work!r})")
+            f"__import__({IN_KERNEL_MODULE!r}).probe(globals(), {question!r}, {work!r})")
 
 
 # --------------------------------------------------------------------------------------
@@ -903,7 +917,7 @@ def _write_replacing(path: Path, text: str) -> None:
 
 
 def runner_main(argv: list[str]) -> int:
-    """``grader_sandbox.py run NOTEBOOK OUT.json TIME_LIMIT TIMEOUT OUTPUT_BYTES [SANDBOXED]``:
+    """``sandbox.py run NOTEBOOK OUT.json TIME_LIMIT TIMEOUT OUTPUT_BYTES [SANDBOXED]``:
     execute the notebook in its folder; write the probes' answers (``probes/<question>.json``),
     the executed notebook and whether time ran out. ``SANDBOXED`` = 1: this runs in the
     sandbox, where the runner is untraceable and, before it writes anything, kills every other
@@ -1003,7 +1017,7 @@ def command(argv: list[str], work: Path, root: Path, limits: Limits, hide: list[
                 if Path(p).is_relative_to(h) and p != str(h):
                     cmd += ["--ro-bind", p, p]
     cmd += ["--bind", str(work), IN_SANDBOX_WORK,
-            "--ro-bind", str(Path(__file__).resolve()), f"{IN_SANDBOX_CODE}/grader_sandbox.py",
+            "--ro-bind", str(Path(__file__).resolve()), f"{IN_SANDBOX_CODE}/{IN_KERNEL_MODULE}.py",
             "--chdir", IN_SANDBOX_WORK, "--clearenv"]
     base = {"HOME": "/tmp/home", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
             "JUPYTER_RUNTIME_DIR": "/tmp/home/runtime", "IPYTHONDIR": "/tmp/home/ipython",
@@ -1033,7 +1047,7 @@ def run_notebook(nb, work: Path, root: Path, time_limit: float | None, timeout: 
     _seed_caches(work / ".cache")
     inside = IN_SANDBOX_WORK if sandbox else str(work)
     argv = [sys.executable, "-I" if sandbox else "-u",
-            f"{IN_SANDBOX_CODE}/grader_sandbox.py" if sandbox else str(Path(__file__).resolve()),
+            f"{IN_SANDBOX_CODE}/{IN_KERNEL_MODULE}.py" if sandbox else str(Path(__file__).resolve()),
             "run", f"{inside}/run.ipynb", f"{inside}/executed.ipynb", str(time_limit or 0), str(timeout),
             str(limits.output_bytes), "1" if sandbox else "0"]
     if sandbox:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import grader_sandbox
+from grader import sandbox as grader_sandbox
 
 
 #: One grader computation at a time: the checks draw their inputs and reference weights from

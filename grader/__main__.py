@@ -1,0 +1,7 @@
+"""``python -m grader release | grade ...``: the grader's command line (``grader.assignments.main``)."""
+
+import sys
+
+from grader.assignments import main
+
+sys.exit(main())
