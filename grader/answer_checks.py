@@ -516,7 +516,7 @@ def _identity(obj) -> int | tuple[int, int]:
 def _forbidden_key(obj) -> int:
     """A listed reference answer by its function: a classmethod listed through its class is the
     same answer however it is reached."""
-    return id(getattr(obj, "__func__", obj)) if isinstance(obj, types.MethodType) else id(obj)
+    return id(obj.__func__) if isinstance(obj, types.MethodType) else id(obj)
 
 
 class Rules:

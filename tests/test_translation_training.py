@@ -6,12 +6,13 @@ import math
 import pytest
 import torch
 
-from course_utils.convs2s import ConvS2S, ConvS2SConfig
 from course_utils.data import tokenize
 from course_utils.recipes import ConvS2STraining, TransformerTraining
-from course_utils.seq2seq import Seq2Seq, Seq2SeqConfig, seq2seq_loss
+from course_utils.seq2seq import seq2seq_loss
 from course_utils.transformer import Transformer, transformer_loss
 from course_utils.translation_training import fit_convs2s, fit_seq2seq, fit_transformer
+from test_convs2s import _model as _convs2s     # the small models of the models' own tests
+from test_seq2seq import _model as _seq2seq
 
 TINY_TRANSFORMER = TransformerTraining(d_model=16, num_heads=2, num_layers=1, d_ff=32, batch_size=32,
                                        lr=1e-2, warmup=4, max_steps=10, cooldown=0)
@@ -24,10 +25,7 @@ def _transformer(data, recipe, device):
 
 def test_fit_seq2seq_takes_its_steps_at_a_constant_rate_and_lowers_the_loss(padded_batch, device):
     data, b = padded_batch
-    torch.manual_seed(0)
-    model = Seq2Seq(Seq2SeqConfig(len(data.src_vocab), len(data.tgt_vocab), emb_size=8, hidden_size=12,
-                                  dropout=0.0, attention="additive")).to(device)
-    b = b.to(device)
+    model, b = _seq2seq(data, attention="additive").to(device), b.to(device)
     before = seq2seq_loss(model.eval(), b).item()
     history = fit_seq2seq(model.train(), data, lr=1e-2, batch_size=32, steps=12, progress=False)
     assert history.num_steps == 12 and history.lrs == [pytest.approx(1e-2)] * 12
@@ -36,10 +34,7 @@ def test_fit_seq2seq_takes_its_steps_at_a_constant_rate_and_lowers_the_loss(padd
 
 def test_fit_convs2s_follows_the_recipe_and_lowers_the_loss(padded_batch, device):
     data, b = padded_batch
-    torch.manual_seed(0)
-    model = ConvS2S(ConvS2SConfig(len(data.src_vocab), len(data.tgt_vocab), emb_size=8, hidden_size=12,
-                                  encoder_layers=2, decoder_layers=2)).to(device).train()
-    b = b.to(device)
+    model, b = _convs2s(data).to(device).train(), b.to(device)
     before = seq2seq_loss(model, b).item()
     recipe = ConvS2STraining(batch_size=len(data), lr=1e-2, warmup=2, steps=8)
     history = fit_convs2s(model, data, recipe, progress=False)
