@@ -26,11 +26,13 @@ PY    := $(BIN)/python
 STAMP := $(VENV)/.installed-$(ALL_EXTRAS)
 LAB_STAMP := $(VENV)/.installed-$(LAB_EXTRAS)
 
-# Threads that cannot stall on small machines (see course_utils/runtime.py).
-export OMP_WAIT_POLICY ?= PASSIVE
-export PYTHONHASHSEED ?= 0
-export HF_HUB_OFFLINE = 1
-export TRANSFORMERS_OFFLINE = 1
+# The settings of every process and kernel the course starts, read from the package
+# (course_utils.KERNEL_ENV; its __init__ needs nothing but Python): threads that cannot stall
+# a small machine (see course_utils/runtime.py), nothing fetched from the network, string
+# hashes fixed. A value already in the environment is kept, as the package keeps it.
+KERNEL_ENV := $(shell PYTHONPATH="$(CURDIR)" $(PYTHON) -c 'import course_utils as c; print(*(f"{k}={v}" for k, v in c.KERNEL_ENV.items()))')
+$(if $(KERNEL_ENV),,$(error could not read course_utils.KERNEL_ENV with $(PYTHON)))
+$(foreach setting,$(KERNEL_ENV),$(eval export $(subst =, ?= ,$(setting))))
 
 .PHONY: install lab test unit nbval notebooks data clean distclean slides browser-test device-check install-check
 
@@ -239,13 +241,13 @@ grader-check: $(STAMP)
 	    --dist loadfile tests/test_assignments.py tests/test_grader_sandbox.py tests/test_grader_redteam.py \
 	    tests/test_grader_calls.py tests/test_grader_verdicts.py
 
-# Benchmarks -> docs/BENCHMARKS.md + docs/benchmarks.json (a few minutes; see scripts/bench.py).
+# Benchmarks -> docs/BENCHMARKS.md + docs/benchmarks.json (a few minutes; see bench/cli.py).
 # PARTS: comma-separated from stored,notebooks,models,micro,bpe,speedups or all
 # (`notebooks` re-executes every notebook once, ~10-15 min more).
 PARTS ?= stored,models,micro,bpe,speedups
 .PHONY: bench
 bench: $(STAMP)
-	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) scripts/bench.py --parts $(PARTS)
+	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m bench --parts $(PARTS)
 
 clean:
 	rm -rf build .pytest_cache checkpoints notebooks/checkpoints

@@ -4,7 +4,7 @@ notebook. One convention: a frozen dataclass per recipe (``...Training``; 05's i
 ``BertPretraining``), a ``NAME_FAST`` and a ``NAME_FULL`` instance of it, and
 ``recipe(name)``, which picks the one the active profile asks for and, in a smoke test
 (``COURSE_SMOKE_STEPS``), caps it in one place (every batch size, and ``SMOKE_CAPS``). The
-notebooks, ``scripts/bench.py``, the tuning, training and pre-training scripts and the tests
+notebooks, the benchmark (``bench``), the tuning, training and pre-training scripts and the tests
 all read the recipes from here: changing 04's recipe is one edit, in this file. A notebook
 that wants a variation makes one with ``dataclasses.replace(recipe, ...)``.
 

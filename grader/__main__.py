@@ -1,7 +1,6 @@
-"""``python -m grader release | grade ...``: the grader's command line (``grader.assignments.main``)."""
-
+"""``python -m grader release | grade ...``: the grader's command line (``grader.cli.main``)."""
 import sys
 
-from grader.assignments import main
+from grader.cli import main
 
 sys.exit(main())

@@ -1,6 +1,6 @@
 """Where a submission runs: a bubblewrap sandbox, and the runner that executes it there.
 
-The grader (``grader.assignments``) never runs a student's code in its own process. It
+The grader (``grader.run``) never runs a student's code in its own process. It
 writes the notebook to run (read-only cells, the student's answer cells, and for every
 question a *probe*: calls of the student's functions on the grader's inputs) into a fresh
 work folder, and starts this file as a script inside ``bwrap``:

@@ -30,9 +30,8 @@ from pathlib import Path
 
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import export_slides  # noqa: E402  (scripts/, beside this file)
-from export_slides import VENDOR, without_widgets  # noqa: E402
+from scripts import export_slides
+from scripts.export_slides import VENDOR, without_widgets
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"

@@ -18,7 +18,7 @@ import time
 import zlib
 from pathlib import Path
 
-import _shipping
+from scripts import _shipping
 
 PACKAGE = "r-cran-janeaustenr"
 LIBRARY = "usr/lib/R/site-library/janeaustenr"

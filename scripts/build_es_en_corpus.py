@@ -26,7 +26,7 @@ import re
 import statistics
 import time
 
-import _shipping
+from scripts import _shipping
 
 PACKAGES = {"en": "sword-text-web", "es": "sword-text-sparv"}
 MODULES = {"en": "engWEB2015eb", "es": "spaRV1909eb"}

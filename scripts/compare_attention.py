@@ -17,11 +17,8 @@ order of the batches.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _tuning  # noqa: E402  (sets the one-thread environment before torch starts)
+from bench import tuning  # first: sets the one-thread environment before torch starts (bench/__init__.py)
 
 SEEDS = (0, 1, 2)
 STEPS, LR, BATCH, EMB, HIDDEN = 500, 5e-3, 64, 64, 64
@@ -112,8 +109,8 @@ def run(label: str, changes: dict, seed: int) -> tuple[str, int, dict]:
 
 def table(results) -> str:
     """The appendix's table: exact match and the share of sharp rows in %, score sd as it is."""
-    return _tuning.table(results, header=HEADER, raw=("score sd, start", f"score sd, step {EARLY}", "score sd, end"))
+    return tuning.table(results, header=HEADER, raw=("score sd, start", f"score sd, step {EARLY}", "score sd, end"))
 
 
 if __name__ == "__main__":
-    sys.exit(_tuning.main(__doc__, CANDIDATES, run, HEADER, table_fn=table))
+    sys.exit(tuning.main(__doc__, CANDIDATES, run, HEADER, table_fn=table))

@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-import course_utils  # noqa: E402  (KERNEL_ENV)
-from course_utils.runtime import SMOKE_EVAL_DEFAULT  # noqa: E402
+import course_utils  # KERNEL_ENV
+from course_utils.runtime import SMOKE_EVAL_DEFAULT
 
 STEPS, EVAL = 2, SMOKE_EVAL_DEFAULT
 #: scripts that train, and the arguments that keep them small (their output goes to OUT)
@@ -53,7 +52,7 @@ def check_notebook(path: Path, env: dict, profile: str = "full") -> tuple[bool, 
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
-    from softassert import SOFT_ASSERTS
+    from scripts.softassert import SOFT_ASSERTS
 
     nb = nbformat.read(path, as_version=4)
     nb.cells.insert(0, nbformat.v4.new_code_cell(SOFT_ASSERTS))
@@ -95,7 +94,7 @@ def check_script(name: str, env: dict, out: Path) -> tuple[bool, str]:
     if name in SCRIPT_RUNS:
         cmd = [sys.executable, str(ROOT / "scripts" / name), *[a.format(out=out) for a in SCRIPT_RUNS[name]]]
     else:
-        code = (f"import sys; sys.path.insert(0, {str(ROOT / 'scripts')!r}); import {name} as m; "
+        code = (f"from scripts import {name} as m; "
                 f"label, changes, seeds = m.CANDIDATES[0]; print(m.run(label, changes, seeds[0]))")
         cmd = [sys.executable, "-c", code]
     result = subprocess.run(cmd, env=env, cwd=out, capture_output=True, text=True, timeout=900)

@@ -26,7 +26,7 @@ os.environ.setdefault("COURSE_PROFILE", "fast")
 
 import torch  # noqa: E402
 
-from _shipping import DATA_DIR, machine_line, record_checkpoint  # noqa: E402
+from scripts._shipping import DATA_DIR, machine_line, record_checkpoint  # noqa: E402
 from course_utils import bert, bert_training, novels, recipes  # noqa: E402
 from course_utils.data import load_english_text  # noqa: E402
 from course_utils.runtime import setup  # noqa: E402

@@ -28,7 +28,7 @@ os.environ.setdefault("COURSE_PROFILE", "fast")
 
 import torch  # noqa: E402
 
-from _shipping import DATA_DIR, machine_line, record_checkpoint  # noqa: E402
+from scripts._shipping import DATA_DIR, machine_line, record_checkpoint  # noqa: E402
 from course_utils import gpt, gpt_training, recipes  # noqa: E402
 from course_utils.novels import split_paragraphs  # noqa: E402
 from course_utils.bpe import BPETokenizer  # noqa: E402

@@ -144,7 +144,7 @@ def execute_status(path: Path, out: Path, timeout: int) -> str:
     """Execute one notebook into ``out``: 'ok', or 'FAILED: ' and the error's last line."""
     from nbclient.exceptions import CellExecutionError
 
-    from execute_notebooks import execute  # scripts/ is on sys.path when this script runs
+    from scripts.execute_notebooks import execute
     try:
         execute(path, timeout, out=out)
     except CellExecutionError as err:
@@ -156,9 +156,9 @@ def execute_status(path: Path, out: Path, timeout: int) -> str:
 def _execute_elsewhere(path: Path, out: Path, timeout: int) -> str:
     """``execute_status`` in a process of its own (``--jobs``: one kernel per process)."""
     import subprocess
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; import run_full; "
-            "print('STATUS ' + run_full.execute_status(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])))")
-    run = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts"), str(path), str(out), str(timeout)],
+    code = ("import sys; from pathlib import Path; from scripts import run_full; "
+            "print('STATUS ' + run_full.execute_status(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])))")
+    run = subprocess.run([sys.executable, "-c", code, str(path), str(out), str(timeout)],
                          capture_output=True, text=True)
     status = [line[len("STATUS "):] for line in run.stdout.splitlines() if line.startswith("STATUS ")]
     if run.returncode == 0 and status:

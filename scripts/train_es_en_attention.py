@@ -27,7 +27,7 @@ os.environ.setdefault("COURSE_PROFILE", "fast")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from _shipping import DATA_DIR, machine_line, record_checkpoint  # noqa: E402
+from scripts._shipping import DATA_DIR, machine_line, record_checkpoint  # noqa: E402
 from course_utils import data  # noqa: E402
 from course_utils.decoding import score_translations  # noqa: E402
 from course_utils.runtime import setup  # noqa: E402

@@ -15,11 +15,8 @@ from __future__ import annotations
 import sys
 from functools import partial
 from dataclasses import replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _tuning  # noqa: E402  (sets the one-thread environment before torch starts)
+from bench import tuning  # first: sets the one-thread environment before torch starts (bench/__init__.py)
 
 CONSTANT = dict(warmup=0, final_lr=1.0)
 #: (label, changes to recipes.CONVS2S_FAST, seeds)
@@ -74,15 +71,15 @@ def run_full(label: str, changes: dict, seed: int):
     return run(label, changes, seed, full=True)
 
 
-table = partial(_tuning.table, header=HEADER)   # the markdown table of the appendix
+table = partial(tuning.table, header=HEADER)   # the markdown table of the appendix
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--full" in argv:
         argv.remove("--full")
-        return _tuning.main(__doc__, FULL_CANDIDATES, run_full, "full-profile candidate", argv)
-    return _tuning.main(__doc__, CANDIDATES, run, HEADER, argv)
+        return tuning.main(__doc__, FULL_CANDIDATES, run_full, "full-profile candidate", argv)
+    return tuning.main(__doc__, CANDIDATES, run, HEADER, argv)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,8 @@ from __future__ import annotations
 import sys
 from functools import partial
 from dataclasses import replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _tuning  # noqa: E402  (sets the one-thread environment before torch starts)
+from bench import tuning  # first: sets the one-thread environment before torch starts (bench/__init__.py)
 
 #: (label, changes to recipes.TRANSFORMER_FAST, seeds)
 CANDIDATES = [
@@ -62,7 +59,7 @@ def run(label: str, changes: dict, seed: int) -> tuple[str, int, dict]:
 HEADER = "candidate (d_model 64, pre-LN, batches of 64)"
 
 
-table = partial(_tuning.table, header=HEADER)   # the markdown table of the appendix
+table = partial(tuning.table, header=HEADER)   # the markdown table of the appendix
 
 if __name__ == "__main__":
-    sys.exit(_tuning.main(__doc__, CANDIDATES, run, HEADER))
+    sys.exit(tuning.main(__doc__, CANDIDATES, run, HEADER))

@@ -531,7 +531,7 @@ def check_notebook_in_lab(context, lab: JupyterLab, name: str, shots: Path = SHO
 
 #: The browser run is also the full-profile smoke test (one execution, two checks): its
 #: kernels run the ``full`` profile (its models and data) with ``COURSE_SMOKE_STEPS`` steps
-#: per training run and soft asserts (softassert.py), so a notebook takes seconds, not
+#: per training run and soft asserts (scripts/softassert.py), so a notebook takes seconds, not
 #: minutes. nbval already runs every notebook in the fast profile and checks its numbers;
 #: the browser test checks what nbval cannot (rendering, widgets, offline views) and that
 #: the full profile runs top to bottom. ``COURSE_BROWSER_PROFILE=fast`` and
@@ -592,12 +592,12 @@ def lab_session(names, tmp_path_factory):
         shutil.copytree(REPO / "results", results)
     # the browser run checks no stored numbers: its kernels take the native (fast) arithmetic
     # even when make test's portability guard set a foreign one (scripts/foreign_arithmetic.py)
-    from foreign_arithmetic import GUARD_KEYS  # scripts/ is on sys.path (conftest.py)
+    from scripts.foreign_arithmetic import GUARD_KEYS
     env = {**dict.fromkeys(GUARD_KEYS), "COURSE_PROFILE": BROWSER_PROFILE,
            "COURSE_NUM_THREADS": os.environ.get("COURSE_NUM_THREADS", "1"),
            **course_utils.KERNEL_ENV, "COURSE_RESULTS_DIR": str(results)}
     if BROWSER_STEPS > 0:
-        from softassert import SOFT_ASSERTS
+        from scripts.softassert import SOFT_ASSERTS
         startup = state / "ipython" / "profile_default" / "startup"
         startup.mkdir(parents=True)
         (startup / "00-soft-asserts.py").write_text(SOFT_ASSERTS)

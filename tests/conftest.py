@@ -13,16 +13,14 @@ os.environ.setdefault("COURSE_NUM_THREADS", "1")
 # the tests and the stored notebooks are CPU runs, also on a machine with a GPU
 os.environ.setdefault("COURSE_DEVICE", "cpu")
 
-import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
 import course_utils  # noqa: E402,F401  (sets OMP_WAIT_POLICY before torch loads)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))  # foreign_arithmetic
-from foreign_arithmetic import GUARD_KEYS  # noqa: E402
-from kernel_sockets import use_unix_sockets  # noqa: E402
+from scripts.foreign_arithmetic import GUARD_KEYS  # noqa: E402
+from scripts.kernel_sockets import use_unix_sockets  # noqa: E402
 
 use_unix_sockets()   # kernels started side by side cannot pick the same TCP port (see the module)
 

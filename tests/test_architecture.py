@@ -4,6 +4,7 @@ string naming the module (``importlib.import_module``); the table in the documen
 of layers and names every module."""
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -91,6 +92,26 @@ def test_the_kernel_settings_are_written_once():
     assert not places, f"kernel settings restated in {[str(p.relative_to(ROOT)) for p in places]}"
 
 
+def test_the_makefile_reads_the_kernel_settings_from_the_package():
+    """The Makefile exports course_utils.KERNEL_ENV to every command it runs (a value already
+    set is kept, as the package keeps it) without naming one of them itself."""
+    import shutil
+    import subprocess
+    import course_utils
+    names = "|".join(course_utils.KERNEL_ENV)
+    assert not re.search(rf"^\s*(export\s+)?({names})\s*[?:]?=", (ROOT / "Makefile").read_text(), re.M)
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    show = "show: ; @echo " + " ".join(f"{k}=$${k}" for k in course_utils.KERNEL_ENV)
+    env = {k: v for k, v in os.environ.items() if k not in course_utils.KERNEL_ENV}
+    seen = subprocess.run(["make", "-s", "-C", str(ROOT), "--eval", show, "show"], env=env,
+                          capture_output=True, text=True, timeout=60).stdout.split()
+    assert seen == [f"{k}={v}" for k, v in course_utils.KERNEL_ENV.items()]
+    kept = subprocess.run(["make", "-s", "-C", str(ROOT), "--eval", "show: ; @echo $$OMP_WAIT_POLICY", "show"],
+                          env={**env, "OMP_WAIT_POLICY": "ACTIVE"}, capture_output=True, text=True, timeout=60)
+    assert kept.stdout.strip() == "ACTIVE"
+
+
 def test_the_package_finds_a_models_device_one_way():
     """A function of the package that trains or evaluates a model and needs its device asks
     ``runtime.check_device`` (which also refuses a model left on the CPU beside a GPU, and an
@@ -106,10 +127,11 @@ def test_the_package_finds_a_models_device_one_way():
     assert not elsewhere, f"a learning-rate schedule built outside course_utils/schedules.py: {elsewhere}"
 
 
-def _drawn_imports() -> dict[str, set[str]]:
-    """The import graph as docs/ARCHITECTURE.md draws it (``a & b --> c & d`` lines)."""
-    (graph,) = re.findall(r"```mermaid\n(.*?)```", DOCUMENT.read_text(), re.S)
-    drawn = {module: set() for module in _modules()}
+def _drawn_imports(picture: int = 0, modules: list[str] | None = None) -> dict[str, set[str]]:
+    """The import graph as docs/ARCHITECTURE.md draws it (``a & b --> c & d`` lines) in its
+    ``picture``-th mermaid graph: 0 the package's, 1 the grader's."""
+    graph = re.findall(r"```mermaid\n(.*?)```", DOCUMENT.read_text(), re.S)[picture]
+    drawn = {module: set() for module in (_modules() if modules is None else modules)}
     for left, right in re.findall(r"^\s*([\w &]+?)\s*-->\s*([\w &]+?)\s*$", graph, re.M):
         for module in left.split("&"):
             drawn[module.strip()].update(other.strip() for other in right.split("&"))
@@ -130,3 +152,78 @@ def test_the_book_documents_every_module():
     page = (ROOT / "book" / "api.md").read_text()
     documented = re.findall(r"^\.\. automodule:: course_utils\.(\w+)$", page, re.M)
     assert sorted(documented) == _modules(), f"missing: {sorted(set(_modules()) - set(documented))}"
+
+
+# ---- the tools: the grader and the benchmark, packages in layers of their own ----------
+
+TOOL_PACKAGES = ("grader", "bench")
+#: which top-level code each part of the repository may import (the course never imports a tool)
+MAY_IMPORT = {"course_utils": set(), "grader": {"course_utils"}, "bench": {"course_utils"},
+              "scripts": {"course_utils", "grader", "bench"}}
+
+
+def _tool_order(package: str) -> list[str]:
+    """The modules of a tool package in the order its ``__init__`` docstring lists them
+    (``- ``grader.cells``: ...``): each may import only those listed above it."""
+    text = ast.get_docstring(ast.parse((ROOT / package / "__init__.py").read_text()))
+    return re.findall(rf"^- ``{package}\.(\w+)``", text, re.M)
+
+
+def _top_imports(path: Path, source: str | None = None) -> set[str]:
+    """Every ``a.b`` module a file imports (top level or inside a function), by its full name."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found
+
+
+@pytest.mark.parametrize("package", TOOL_PACKAGES)
+def test_a_tool_package_lists_every_module_once(package):
+    listed = _tool_order(package)
+    files = sorted(p.stem for p in (ROOT / package).glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert sorted(listed) == files and len(set(listed)) == len(listed), (listed, files)
+
+
+@pytest.mark.parametrize("package", TOOL_PACKAGES)
+def test_a_tool_package_imports_run_down_its_list(package):
+    order = _tool_order(package)
+    wrong = []
+    for rank, module in enumerate(order):
+        for name in _top_imports(ROOT / package / f"{module}.py"):
+            parts = name.split(".")
+            if parts[0] == package and len(parts) > 1 and parts[1] in order and order.index(parts[1]) >= rank:
+                wrong.append(f"{package}.{module} imports {package}.{parts[1]}")
+    assert not wrong, f"imports across or up the list in {package}/__init__.py: {wrong}"
+
+
+@pytest.mark.parametrize("part", sorted(MAY_IMPORT))
+def test_the_parts_of_the_repository_import_one_way(part):
+    """course_utils imports no tool; the grader and the benchmark import the course, never each
+    other or scripts; scripts may use them all."""
+    others = set(MAY_IMPORT) - {part} - MAY_IMPORT[part]
+    wrong = sorted(f"{p.relative_to(ROOT)}: {name}" for p in (ROOT / part).rglob("*.py")
+                   for name in _top_imports(p) if name.split(".")[0] in others)
+    assert not wrong, wrong
+
+
+def test_the_tool_checks_see_a_wrong_import():
+    """Both readings find an import that runs the wrong way (they would pass vacuously otherwise)."""
+    probe = "\n\ndef _probe():\n    from grader.batch import grade_folder\n    import bench.cli\n"
+    cells = (ROOT / "grader" / "cells.py").read_text()
+    assert {"grader.batch", "bench.cli"} <= _top_imports(ROOT / "grader" / "cells.py", cells + probe)
+    assert _tool_order("grader")[0] == "cells" and _tool_order("grader").index("batch") > 0
+
+
+def test_the_grader_is_drawn_as_it_imports():
+    """The grader's picture in the document: every arrow an import inside the package, every
+    such import an arrow."""
+    order = _tool_order("grader")
+    actual = {m: {name.split(".")[1] for name in _top_imports(ROOT / "grader" / f"{m}.py")
+                  if name.startswith("grader.") and name.split(".")[1] in order} for m in order}
+    drawn = _drawn_imports(1, order)
+    assert drawn == actual, {m: (sorted(drawn[m] - actual[m]), sorted(actual[m] - drawn[m]))
+                             for m in order if drawn[m] != actual[m]}

@@ -27,7 +27,13 @@ POINTS = {
 }
 
 
-from grader import assignments as A  # noqa: E402
+from grader import assemble as grader_assemble  # noqa: E402
+from grader import batch as grader_batch  # noqa: E402
+from grader import cells as grader_cells  # noqa: E402
+from grader import cli as grader_cli  # noqa: E402
+from grader import release as grader_release  # noqa: E402
+from grader import run as grader_run  # noqa: E402
+from grader import sandbox as grader_sandbox  # noqa: E402
 NAMES = sorted(POINTS)
 # assignments that train a model and ship its checkpoint (one per line)
 TRAINED = [
@@ -52,11 +58,11 @@ def _solved_release(name, **edits):
     """What a student who solved everything hands in: the released notebook with the
     source's solutions typed into the answer cells, and a scratch cell of their own;
     ``edits``: answer grade_id -> function that changes that answer's code."""
-    source = {A.grade_id(c): c for c in _source(name).cells if A.is_answer_cell(c)}
+    source = {grader_cells.grade_id(c): c for c in _source(name).cells if grader_cells.is_answer_cell(c)}
     nb = nbformat.read(RELEASE / name / f"{name}.ipynb", as_version=4)
     for cell in nb.cells:
-        if A.is_answer_cell(cell):
-            gid = A.grade_id(cell)
+        if grader_cells.is_answer_cell(cell):
+            gid = grader_cells.grade_id(cell)
             cell.source = "\n".join(line for line in source[gid].source.split("\n")
                                     if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
             if gid in edits:
@@ -71,28 +77,28 @@ def _solved_release(name, **edits):
 # ---- the source notebooks ------------------------------------------------------------
 
 def test_three_assignments_with_their_points():
-    assert sorted(A.source_notebooks()) == NAMES
+    assert sorted(grader_cells.source_notebooks()) == NAMES
     for name in NAMES:
-        assert sum(A.points(_source(name)).values()) == POINTS[name]
+        assert sum(grader_cells.points(_source(name)).values()) == POINTS[name]
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_source_metadata_is_nbgrader_consistent(name):
     nb = _source(name)
-    ids = [A.grade_id(c) for c in nb.cells if A.grade_id(c)]
+    ids = [grader_cells.grade_id(c) for c in nb.cells if grader_cells.grade_id(c)]
     assert len(ids) == len(set(ids)), "grade_ids must be unique"
     for cell in nb.cells:
-        meta = A.nbgrader_meta(cell)
+        meta = grader_cells.nbgrader_meta(cell)
         has_solution = "### BEGIN SOLUTION" in cell.source
         has_hidden = "### BEGIN HIDDEN TESTS" in cell.source
         assert has_solution == bool(meta.get("solution")), f"{cell.id}: solution region <-> solution cell"
         if has_hidden:
-            assert A.is_test_cell(cell), f"{cell.id}: hidden tests only in test cells"
-        if A.is_test_cell(cell):
+            assert grader_cells.is_test_cell(cell), f"{cell.id}: hidden tests only in test cells"
+        if grader_cells.is_test_cell(cell):
             assert meta["locked"] and meta["points"] > 0 and "assert" in cell.source
         if cell.cell_type == "code":
             assert not cell.outputs and cell.execution_count is None, "sources are stored without outputs"
-    answers = [A.grade_id(c) for c in nb.cells if A.is_answer_cell(c)]
+    answers = [grader_cells.grade_id(c) for c in nb.cells if grader_cells.is_answer_cell(c)]
     assert len(answers) >= 4
     assert sum("### BEGIN HIDDEN TESTS" in c.source for c in nb.cells) >= 3
 
@@ -101,9 +107,9 @@ def test_source_metadata_is_nbgrader_consistent(name):
 def test_training_assignments_ship_a_small_checkpoint_and_a_flag(name):
     import torch
     nb = _source(name)
-    flag = next(c for c in nb.cells if A.grade_id(c) == A.SKIP_TRAINING_ID)
+    flag = next(c for c in nb.cells if grader_cells.grade_id(c) == grader_cells.SKIP_TRAINING_ID)
     assert flag.source.startswith("skip_training = False")
-    (checkpoint,) = A.checkpoints(SOURCE, name)
+    (checkpoint,) = grader_cells.reference_checkpoints(SOURCE, name)
     assert checkpoint.stat().st_size < 2e6
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)
     assert state["optimizer"] is None and state["config"] and state["model"]
@@ -115,32 +121,31 @@ def test_training_assignments_ship_a_small_checkpoint_and_a_flag(name):
 def test_source_notebook_passes_all_its_tests(name, tmp_path):
     nb = _source(name)
     for cell in nb.cells:
-        if A.grade_id(cell) == A.SKIP_TRAINING_ID:
+        if grader_cells.grade_id(cell) == grader_cells.SKIP_TRAINING_ID:
             cell.source = "skip_training = True"
-    for checkpoint in A.checkpoints(SOURCE, name):
+    for checkpoint in grader_cells.reference_checkpoints(SOURCE, name):
         (tmp_path / checkpoint.name).write_bytes(checkpoint.read_bytes())
     # under the device check (COURSE_DEVICE=check: a CUDA GPU pretended on the CPU, the fast
     # profile kept): this run is also the assignment's device check in `make test`
-    from grader import sandbox as grader_sandbox
-    grader_sandbox.execute(nb, tmp_path, 600, env={**A.GRADING_ENV, "COURSE_DEVICE": "check"})
+    grader_sandbox.execute(nb, tmp_path, 600, env={**grader_run.GRADING_ENV, "COURSE_DEVICE": "check"})
     errors = [(c.id, o.ename, o.evalue[:200]) for c in nb.cells if c.cell_type == "code"
               for o in c.outputs if o.output_type == "error"]
     assert errors == []
     assert any("device: cuda:0" in "".join(o.get("text", "")) for c in nb.cells if c.cell_type == "code"
                for o in c.outputs), "setup() did not run under the device check"
     from nbgrader.utils import determine_grade
-    assert sum(determine_grade(c)[0] for c in nb.cells if A.is_test_cell(c)) == POINTS[name]
+    assert sum(determine_grade(c)[0] for c in nb.cells if grader_cells.is_test_cell(c)) == POINTS[name]
 
 
 # ---- the release -----------------------------------------------------------------------
 
 def test_release_is_up_to_date():
-    files = A.release_files()
+    files = grader_release.release_files()
     for rel, content in files.items():
         path = RELEASE / rel
         assert path.exists() and path.read_bytes() == content, f"{path} is stale: run `make assignments`"
-    manifest = A.read_manifest(RELEASE)
-    assert {rel: A.sha256(c) for rel, c in files.items()} == {rel: manifest[rel] for rel in files}
+    manifest = grader_release.read_manifest(RELEASE)
+    assert {rel: grader_release.sha256(c) for rel, c in files.items()} == {rel: manifest[rel] for rel in files}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -164,12 +169,12 @@ def test_release_has_stubs_no_solutions_and_no_hidden_tests(name):
                       for line in region.splitlines() if len(line.strip()) > 25}
     assert not [line for line in solution_lines if line not in visible.replace(line, "", 1)
                 and json.dumps(line)[1:-1] in text]
-    answers = [c for c in released.cells if A.is_answer_cell(c)]
+    answers = [c for c in released.cells if grader_cells.is_answer_cell(c)]
     assert answers and all("raise NotImplementedError()" in c.source for c in answers)
     assert all(not c.outputs for c in released.cells if c.cell_type == "code")
-    tests = [c for c in released.cells if A.is_test_cell(c)]
+    tests = [c for c in released.cells if grader_cells.is_test_cell(c)]
     assert all(c.metadata["editable"] is False and c.metadata["nbgrader"]["checksum"] for c in tests)
-    assert A.points(released) == A.points(source)
+    assert grader_cells.points(released) == grader_cells.points(source)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -182,83 +187,83 @@ def test_released_notebook_runs_up_to_the_first_stub(name, tmp_path):
     client = NotebookClient(nb, timeout=300, kernel_name="python3",  # stops at the first error
                             resources={"metadata": {"path": str(tmp_path)}})
     with pytest.raises(CellExecutionError) as info:
-        client.execute(env={**os.environ, **A.GRADING_ENV})
+        client.execute(env={**os.environ, **grader_run.GRADING_ENV})
     assert info.value.ename == "NotImplementedError"
     ran = [c for c in nb.cells if c.cell_type == "code" and c.execution_count is not None]
     failed = ran[-1]
-    assert A.is_test_cell(failed), "the first failure is the test of the first answer"
+    assert grader_cells.is_test_cell(failed), "the first failure is the test of the first answer"
     assert all(not any(o.output_type == "error" for o in c.outputs) for c in ran[:-1])
-    first_answer = next(i for i, c in enumerate(nb.cells) if A.is_answer_cell(c))
+    first_answer = next(i for i, c in enumerate(nb.cells) if grader_cells.is_answer_cell(c))
     assert nb.cells.index(failed) > first_answer
 
 
 # ---- making the release never overwrites a student's changes ---------------------------
 
 def test_release_refuses_to_overwrite_a_changed_file(tmp_path):
-    lines = A.release(SOURCE, tmp_path)
+    lines = grader_release.release(SOURCE, tmp_path)
     assert all("new" in line for line in lines)
-    assert all("unchanged" in line for line in A.release(SOURCE, tmp_path))
+    assert all("unchanged" in line for line in grader_release.release(SOURCE, tmp_path))
     edited = tmp_path / "a3_bpe" / "a3_bpe.ipynb"
     edited.write_text(edited.read_text().replace("raise NotImplementedError()", "return Counter()", 1))
     before = edited.read_bytes()
-    with pytest.raises(A.AssignmentError, match=r"(?s)refusing to overwrite 1 file.*a3_bpe\.ipynb.*FORCE=1"):
-        A.release(SOURCE, tmp_path)
+    with pytest.raises(grader_cells.AssignmentError, match=r"(?s)refusing to overwrite 1 file.*a3_bpe\.ipynb.*FORCE=1"):
+        grader_release.release(SOURCE, tmp_path)
     assert edited.read_bytes() == before
-    lines = A.release(SOURCE, tmp_path, force=True)
+    lines = grader_release.release(SOURCE, tmp_path, force=True)
     assert any("overwritten" in line and "a3_bpe" in line for line in lines)
-    assert edited.read_bytes() == A.release_files()["a3_bpe/a3_bpe.ipynb"]
+    assert edited.read_bytes() == grader_release.release_files()["a3_bpe/a3_bpe.ipynb"]
 
 
 def test_release_updates_what_it_wrote_and_refuses_unknown_files(tmp_path):
-    A.release(SOURCE, tmp_path)
+    grader_release.release(SOURCE, tmp_path)
     old = tmp_path / "a1_bahdanau" / "a1_bahdanau.ipynb"
-    manifest = A.read_manifest(tmp_path)
+    manifest = grader_release.read_manifest(tmp_path)
     # a file written by an older release (its hash is in the manifest) is updated
     old.write_text(old.read_text() + " ")
-    manifest["a1_bahdanau/a1_bahdanau.ipynb"] = A.sha256(old.read_bytes())
-    (tmp_path / A.MANIFEST).write_text("".join(f"{h}  {r}\n" for r, h in manifest.items()))
-    assert any("updated" in line and "a1_bahdanau" in line for line in A.release(SOURCE, tmp_path))
+    manifest["a1_bahdanau/a1_bahdanau.ipynb"] = grader_release.sha256(old.read_bytes())
+    (tmp_path / grader_release.MANIFEST).write_text("".join(f"{h}  {r}\n" for r, h in manifest.items()))
+    assert any("updated" in line and "a1_bahdanau" in line for line in grader_release.release(SOURCE, tmp_path))
     # a file that is there but was never written by release (no manifest) is not touched
-    (tmp_path / A.MANIFEST).unlink()
+    (tmp_path / grader_release.MANIFEST).unlink()
     old.write_text("{}")
-    with pytest.raises(A.AssignmentError, match="a1_bahdanau.ipynb"):
-        A.release(SOURCE, tmp_path)
+    with pytest.raises(grader_cells.AssignmentError, match="a1_bahdanau.ipynb"):
+        grader_release.release(SOURCE, tmp_path)
 
 
 # ---- grading -----------------------------------------------------------------------------
 
 def test_assembly_trusts_only_the_answer_cells():
     nb = _solved_release("a2_transformer")
-    test_cell = next(c for c in nb.cells if A.grade_id(c) == "test_attention")
+    test_cell = next(c for c in nb.cells if grader_cells.grade_id(c) == "test_attention")
     test_cell.source = "pass  # the student emptied the test"
-    nb.cells = [c for c in nb.cells if A.grade_id(c) != "masks"]  # and deleted an answer
+    nb.cells = [c for c in nb.cells if grader_cells.grade_id(c) != "masks"]  # and deleted an answer
     for cell in nb.cells:
-        if A.grade_id(cell) == A.SKIP_TRAINING_ID:
+        if grader_cells.grade_id(cell) == grader_cells.SKIP_TRAINING_ID:
             cell.source = "skip_training = False"
-    out = A.assemble(nb, _source("a2_transformer"))
-    cells = {A.grade_id(c): c for c in out.nb.cells if A.grade_id(c)}
+    out = grader_assemble.assemble(nb, _source("a2_transformer"))
+    cells = {grader_cells.grade_id(c): c for c in out.nb.cells if grader_cells.grade_id(c)}
     assert "### BEGIN HIDDEN TESTS" in cells["test_attention"].source
     assert cells["masks"].source.count("raise NotImplementedError()") == 2 and out.missing == ["masks"]
-    assert cells[A.SKIP_TRAINING_ID].source.startswith("skip_training = True")
+    assert cells[grader_cells.SKIP_TRAINING_ID].source.startswith("skip_training = True")
     assert "print('my own experiments')" not in "".join(c.source for c in out.nb.cells)
     assert out.ignored == 2  # the scratch cell and the emptied test
     assert [c.id for c in out.nb.cells] == [c.id for c in _source("a2_transformer").cells]
 
 
 def test_bad_submissions_get_a_clear_error(tmp_path, capsys):
-    with pytest.raises(A.AssignmentError, match="does not exist"):
-        A.grade(tmp_path / "missing.ipynb")
+    with pytest.raises(grader_cells.AssignmentError, match="does not exist"):
+        grader_run.grade(tmp_path / "missing.ipynb")
     (tmp_path / "answer.py").write_text("print(1)")
-    with pytest.raises(A.AssignmentError, match="not a Jupyter notebook"):
-        A.grade(tmp_path / "answer.py")
+    with pytest.raises(grader_cells.AssignmentError, match="not a Jupyter notebook"):
+        grader_run.grade(tmp_path / "answer.py")
     (tmp_path / "broken.ipynb").write_text("{not json")
-    with pytest.raises(A.AssignmentError, match="not a readable Jupyter notebook"):
-        A.grade(tmp_path / "broken.ipynb")
-    with pytest.raises(A.AssignmentError, match="not one of the assignments.*a1_bahdanau"):
-        A.grade(ROOT / "notebooks" / "00_welcome.ipynb")
-    with pytest.raises(A.AssignmentError, match="is a folder"):
-        A.grade(tmp_path)
-    assert A.main(["grade"]) == 2
+    with pytest.raises(grader_cells.AssignmentError, match="not a readable Jupyter notebook"):
+        grader_run.grade(tmp_path / "broken.ipynb")
+    with pytest.raises(grader_cells.AssignmentError, match="not one of the assignments.*a1_bahdanau"):
+        grader_run.grade(ROOT / "notebooks" / "00_welcome.ipynb")
+    with pytest.raises(grader_cells.AssignmentError, match="is a folder"):
+        grader_run.grade(tmp_path)
+    assert grader_cli.main(["grade"]) == 2
     assert "make grade SUBMISSION=" in capsys.readouterr().err
 
 
@@ -266,7 +271,7 @@ def test_bad_submissions_get_a_clear_error(tmp_path, capsys):
 
 def _checked(name, **edits):
     """The answer check of a solved submission with ``edits`` (no kernel is started)."""
-    return A.check_answers(A.assemble(_solved_release(name, **edits), _source(name)).nb, _source(name))
+    return grader_assemble.check_answers(grader_assemble.assemble(_solved_release(name, **edits), _source(name)).nb, _source(name))
 
 
 def _replace(old, new):
@@ -289,7 +294,7 @@ def test_correct_answers_and_the_allowed_imports_raise_no_flag(name):
         "a5_gpt": "from course_utils.gpt import GPTConfig as Config\nimport course_utils.training as T\n_steps = T.train",
         "a6_vit": "from course_utils.vit_training import image_batches\nfrom course_utils.transformer import EncoderLayer as Layer",
     }[name]
-    answer = next(A.grade_id(c) for c in _source(name).cells if A.is_answer_cell(c))
+    answer = next(grader_cells.grade_id(c) for c in _source(name).cells if grader_cells.is_answer_cell(c))
     report = _checked(name, **{answer: _append(allowed)})
     assert report.findings == [] and report.zeroed == {}
 
@@ -299,12 +304,12 @@ def test_a_listed_tensor_method_is_flagged_as_a_method_call():
     report = _checked("a6_vit", patchify=_replace("x = images.reshape(b, c, h // p, p, w // p, p)",
                       "x = images.unfold(2, p, p).unfold(3, p, p).permute(0, 1, 2, 4, 3, 5)"))
     assert "torch.Tensor.unfold" in report.zeroed["test_patchify"]
-    assert sorted(report.zeroed) == sorted(A.points(_source("a6_vit")))  # and every later question
+    assert sorted(report.zeroed) == sorted(grader_cells.points(_source("a6_vit")))  # and every later question
 
 
 def test_the_allowed_names_come_from_the_locked_cells():
     source = _source("a2_transformer")
-    rules = A.answer_rules(source)
+    rules = grader_assemble.answer_rules(source)
     assert rules.verdict("course_utils.transformer.TransformerConfig") is None      # the setup cell imports it
     assert rules.verdict("course_utils.transformer.EncoderLayer") == "reference"    # only a test cell does
     assert rules.verdict("course_utils.attention.causal_mask") == "reference"
@@ -318,12 +323,12 @@ def test_the_allowed_names_come_from_the_locked_cells():
     assert rules.verdict("course_utils.recipes.TRANSFORMER_FAST.lr.hex") is None       # a number's method
     assert rules.verdict("course_utils.attention.__file__") == "reference"            # a reference module's text
     assert rules.verdict("course_utils.attention.__doc__") == "reference"
-    setup = next(c for c in source.cells if A.grade_id(c) == "setup")
+    setup = next(c for c in source.cells if grader_cells.grade_id(c) == "setup")
     setup.source += "\nfrom course_utils.attention import causal_mask"           # handed out: now allowed
-    assert A.answer_rules(source).verdict("course_utils.attention.causal_mask") is None
+    assert grader_assemble.answer_rules(source).verdict("course_utils.attention.causal_mask") is None
     source.metadata["course"]["reference_answers"].append("torch.nn.no_such_layer")
     with pytest.raises(ValueError, match="no_such_layer"):
-        A.answer_rules(source)
+        grader_assemble.answer_rules(source)
 
 
 REFERENCE_USES = {  # answer -> edit, (what is reported, the questions that score 0)
@@ -362,7 +367,7 @@ def test_each_kind_of_reference_use_scores_zero_with_the_reason(case):
         return
     assert what in report.zeroed[question] and f"answer cell '{answer}'" in report.zeroed[question]
     # only the questions whose code reaches it, and every later one that uses that answer
-    order = list(A.points(_source("a2_transformer")))
+    order = list(grader_cells.points(_source("a2_transformer")))
     assert set(report.zeroed) <= set(order[order.index(question):])
 
 
@@ -402,7 +407,7 @@ def test_a_helper_in_another_answer_cell_is_followed():
 def test_monkeypatching_and_hidden_code_zero_every_later_question(edit, what):
     report = _checked("a2_transformer", masks=edit)
     assert what in [f.what for f in report.findings]
-    order = list(A.points(_source("a2_transformer")))
+    order = list(grader_cells.points(_source("a2_transformer")))
     assert sorted(report.zeroed) == sorted(order[order.index("test_masks"):])
     assert "test_attention" not in report.zeroed
 
@@ -498,7 +503,7 @@ HIDDEN_DOORS = {  # name -> patchify answer cell
 def test_imports_outside_the_allowed_modules_and_names_reached_by_string_are_hidden_code(door):
     report = _checked("a6_vit", patchify=lambda code: HIDDEN_DOORS[door])
     assert "hidden code" in report.flags, report.findings
-    assert sorted(report.zeroed) == sorted(A.points(_source("a6_vit"))), "every question from the first"
+    assert sorted(report.zeroed) == sorted(grader_cells.points(_source("a6_vit"))), "every question from the first"
 
 
 @pytest.mark.parametrize("store", [
@@ -511,14 +516,14 @@ def test_a_reference_stored_into_an_object_costs_its_question_and_every_later_on
     # F3: the test's code reaches `_impl`, whose item the later statement wrote; no tracing needed
     report = _checked("a6_vit", patchify=lambda code: store)
     assert report.flags == ["reference import"]
-    assert sorted(report.zeroed) == sorted(A.points(_source("a6_vit")))
+    assert sorted(report.zeroed) == sorted(grader_cells.points(_source("a6_vit")))
     assert "answer cell 'patchify'" in report.zeroed["test_patchify"]
 
 
 def test_a_reference_method_set_on_the_class_after_it_costs_from_that_cell():
     report = _checked("a6_vit", vit=_append("from course_utils.vit import ViT as _R\nViT.embed = _R.embed\n"
                                             "ViT.forward = _R.forward"))
-    order = list(A.points(_source("a6_vit")))
+    order = list(grader_cells.points(_source("a6_vit")))
     assert report.flags == ["reference import"] and "course_utils.vit.ViT" in report.zeroed["test_embed"]
     assert sorted(report.zeroed) == sorted(order[order.index("test_embed"):])
     assert "test_patchify" not in report.zeroed and "test_unpatchify" not in report.zeroed
@@ -635,7 +640,7 @@ def graded_class(tmp_path_factory, grading_alone):
     before = _class_folder(folder)
     with grading_alone():  # (the attacked folder of test_grader_sandbox.py counts survivors)
         start = time.perf_counter()
-        path, rows = A.grade_folder(folder, workers=2, time_limit=TIME_LIMIT)
+        path, rows = grader_batch.grade_folder(folder, workers=2, time_limit=TIME_LIMIT)
         return folder, before, path, rows, time.perf_counter() - start
 
 
@@ -659,7 +664,7 @@ def test_a_folder_of_mixed_submissions_gives_the_expected_csv(graded_class):
         in summary["hal"]
     assert "**9 / 9 points**" in summary["alice"]
     for (correct, stub), (name, _, _) in zip(SECOND_HALF_STUDENTS, SECOND_HALF):
-        most = sum(A.points(_source(name)).values())
+        most = sum(grader_cells.points(_source(name)).values())
         assert f"**{most:g} / {most:g} points**" in summary[correct] and f"**0 / {most:g} points**" in summary[stub]
 
 
@@ -670,7 +675,6 @@ def test_a_last_cell_cut_by_the_time_limit_is_the_time_limit(tmp_path):
     'the probe did not run', without the 'timed out' flag."""
     import time
 
-    from grader import sandbox as grader_sandbox
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"),
                                          nbformat.v4.new_code_cell("import time\ntime.sleep(300)")])
     start = time.perf_counter()
@@ -693,20 +697,20 @@ def test_grading_a_folder_again_gives_the_same_csv(tmp_path, capsys):
         (folder / "zoe" / name).write_bytes((RELEASE / "a3_bpe" / "a3_bpe.ipynb").read_bytes())
     (folder / "feedback").mkdir()
     (folder / "feedback" / "alice.ipynb").write_text("{}")
-    assert A.main(["grade", str(folder), "--time-limit", str(TIME_LIMIT)]) == 0
+    assert grader_cli.main(["grade", str(folder), "--time-limit", str(TIME_LIMIT)]) == 0
     first = (folder / "grades.csv").read_text()
     assert first.splitlines()[1:] == [
         "dave,,,,,submission dave.ipynb is not a readable Jupyter notebook: NotJSONError: Notebook does not appear to be JSON: ''",
         "erin,,,,,submission erin.txt is not a Jupyter notebook (expected a .ipynb file)",
         "zoe,,,,,the folder zoe/ holds 2 notebooks (expected exactly one .ipynb)"]
     assert "graded 3 submission(s)" in capsys.readouterr().out
-    A.grade_folder(folder, workers=1, time_limit=TIME_LIMIT)
+    grader_batch.grade_folder(folder, workers=1, time_limit=TIME_LIMIT)
     assert (folder / "grades.csv").read_text() == first
     (folder / "erin").mkdir()
-    with pytest.raises(A.AssignmentError, match="two submissions for 'erin'"):
-        A.grade_folder(folder)
-    with pytest.raises(A.AssignmentError, match="not a folder of submissions"):
-        A.grade_folder(folder / "erin.txt")
+    with pytest.raises(grader_cells.AssignmentError, match="two submissions for 'erin'"):
+        grader_batch.grade_folder(folder)
+    with pytest.raises(grader_cells.AssignmentError, match="not a folder of submissions"):
+        grader_batch.grade_folder(folder / "erin.txt")
 
 
 NBGRADER_PAIRS = {"a3_bpe": ("alice", "bob"), **{name: pair for pair, (name, _, _) in zip(SECOND_HALF_STUDENTS, SECOND_HALF)}}
@@ -733,7 +737,7 @@ def test_nbgrader_gives_the_same_points(name, student, graded_class, tmp_path, m
     from traitlets.config import Config
     folder, _, _, rows, _ = graded_class
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # its alembic
-    for key, value in A.GRADING_ENV.items():  # the kernel's environment, as the course's grader sets it
+    for key, value in grader_run.GRADING_ENV.items():  # the kernel's environment, as the course's grader sets it
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(tmp_path)
     config = Config()
@@ -771,7 +775,7 @@ def test_the_reference_checkpoint_is_trained_with_seeds_of_its_own(name):
     # run gave the reference checkpoint bit for bit, which the grader flags as a copy and scores
     # 0 (found by a red team on a6; a4 too): the solution trains with REFERENCE_SEED instead,
     # which the release never shows, and the shipped checkpoint is the one it gave.
-    (solution,) = [region for c in _source(name).cells if A.grade_id(c) == "train_model"
+    (solution,) = [region for c in _source(name).cells if grader_cells.grade_id(c) == "train_model"
                    for region in _regions(c.source, "BEGIN SOLUTION", "END SOLUTION")]
     seeds = re.findall(r"^\s*REFERENCE_SEED = (\d+)", solution, re.M)
     assert len(seeds) == 1 and int(seeds[0]) not in range(100), "the reference's seed, far from the ones a student picks"

@@ -1,39 +1,35 @@
-"""scripts/bench.py (`make bench`): the report it writes, and that the package's fast paths
-give exactly what the plain versions they replaced gave (scripts/_bench_reference.py)."""
+"""The benchmark package (`make bench`, `python -m bench`): the report it writes, and that the
+package's fast paths give exactly what the plain versions they replaced gave (bench.reference)."""
 
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
 
-import _bench_reference as ref  # noqa: E402
-import bench  # noqa: E402
-
-from course_utils import data, decoding  # noqa: E402
-from course_utils.seq2seq import Seq2Seq, Seq2SeqConfig  # noqa: E402
+from bench import cli, models, notebooks, speedups
+from bench import reference as ref
+from course_utils import data, decoding
+from course_utils.seq2seq import Seq2Seq, Seq2SeqConfig
 
 
 def test_quick_bench_writes_the_table_and_json(tmp_path):
-    # bench.py measures the CPU ("no GPU" below): run as `make bench` runs it, in a process of
+    # the benchmark measures the CPU ("no GPU" below): run as `make bench` runs it, in a process of
     # its own on the CPU (under COURSE_DEVICE=check, process-wide here, a model it trains on
     # the CPU would be refused)
     env = {**os.environ, "COURSE_DEVICE": "cpu"}
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench.py"), "--quick", "--out", str(tmp_path)],
+    out = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
                          capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     report = json.loads((tmp_path / "benchmarks.json").read_text())
     md = (tmp_path / "BENCHMARKS.md").read_text()
-    assert set(report["parts_run"]) == set(bench.DEFAULT_PARTS)
+    assert set(report["parts_run"]) == set(cli.DEFAULT_PARTS)
     notebooks = [r["notebook"] for r in report["notebooks"]["rows"]]
     assert "01_seq2seq_bottleneck.ipynb" in notebooks and "04_transformer.ipynb" in notebooks
-    assert [r["model"] for r in report["models"]["rows"]] == list(bench.MODELS)
+    assert [r["model"] for r in report["models"]["rows"]] == list(models.MODELS)
     for row in report["models"]["rows"]:
         assert row["parameters"] > 0 and row["tokens_per_s"] > 0 and row["bucketing_speedup"] > 0
     assert report["models"]["padding_bucketed"] < report["models"]["padding_random"]
@@ -50,9 +46,9 @@ def test_quick_bench_writes_the_table_and_json(tmp_path):
 
 
 def test_a_part_that_is_not_run_keeps_its_numbers(tmp_path):
-    assert bench.main(["--quick", "--out", str(tmp_path), "--parts", "bpe"]) == 0
+    assert cli.main(["--quick", "--out", str(tmp_path), "--parts", "bpe"]) == 0
     before = json.loads((tmp_path / "benchmarks.json").read_text())
-    assert bench.main(["--quick", "--out", str(tmp_path), "--parts", "stored"]) == 0
+    assert cli.main(["--quick", "--out", str(tmp_path), "--parts", "stored"]) == 0
     report = json.loads((tmp_path / "benchmarks.json").read_text())
     assert report["bpe"] == before["bpe"] and report["parts_run"] == ["bpe"]
     # a part run again keeps the report's machine and says where it was measured itself
@@ -60,19 +56,19 @@ def test_a_part_that_is_not_run_keeps_its_numbers(tmp_path):
     md = (tmp_path / "BENCHMARKS.md").read_text()
     assert "## BPE" in md and "Part *stored* measured again on " in md
     (tmp_path / "BENCHMARKS.md").unlink()
-    assert bench.main(["--out", str(tmp_path), "--parts", ""]) == 0  # only renders the JSON again
+    assert cli.main(["--out", str(tmp_path), "--parts", ""]) == 0  # only renders the JSON again
     assert json.loads((tmp_path / "benchmarks.json").read_text()) == report
     assert "## BPE" in (tmp_path / "BENCHMARKS.md").read_text()
 
 
 def test_unknown_parts_are_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        bench.main(["--parts", "micro,gpu", "--out", str(tmp_path)])
+        cli.main(["--parts", "micro,gpu", "--out", str(tmp_path)])
     assert "unknown parts ['gpu']" in capsys.readouterr().err
 
 
 def test_stored_notebook_times_are_positive():
-    rows = bench.stored_notebook_times()
+    rows = notebooks.stored_notebook_times()
     assert rows and all(r["seconds"] is None or r["seconds"] > 0 for r in rows)
 
 
@@ -102,14 +98,14 @@ def test_beam_search_equals_the_plain_version(eos_model, beam_size, alpha):
                                    return_all=True)
     if alpha > 0:
         assert len({len(t) for t in new.tokens}) > 3, "best hypotheses of several lengths"
-    assert bench._same_decoded(new, old) and new_all == old_all
+    assert speedups._same_decoded(new, old) and new_all == old_all
 
 
 def test_greedy_decode_equals_the_plain_version(eos_model):
     model, b = eos_model
     new = decoding.greedy_decode(model, b.src, b.src_lengths, max_len=15)
     old = ref.greedy_decode(model, b.src, b.src_lengths, max_len=15)
-    assert bench._same_decoded(new, old)
+    assert speedups._same_decoded(new, old)
     assert all(w.shape == (len(t), int(n)) for w, t, n in zip(new.weights, new.tokens, b.src_lengths))
 
 

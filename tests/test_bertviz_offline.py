@@ -1,7 +1,6 @@
 """The bertviz views of course_utils.viz render with no internet (04_transformer)."""
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 

@@ -7,7 +7,6 @@ every assignment in assignments/release/ has a students' page with its release n
 download and no solution; long code lines wrap instead of being cut."""
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,7 @@ import pytest
 from browser import CHROMIUM, SHOTS, offline_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import build_book  # noqa: E402
+from scripts import build_book  # noqa: E402
 
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 RELEASES = sorted(p.stem for p in (ROOT / "assignments" / "release").glob("*/*.ipynb") if p.stem == p.parent.name)

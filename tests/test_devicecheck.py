@@ -11,10 +11,8 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import foreign_arithmetic  # scripts/ is on sys.path (conftest.py)
+from scripts import foreign_arithmetic
 
 SCRIPT = Path(foreign_arithmetic.__file__)
 

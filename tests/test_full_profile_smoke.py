@@ -48,7 +48,7 @@ SMOKE_STEPS, SMOKE_EVAL = 2, SMOKE_EVAL_DEFAULT
 CELL_TIMEOUT = 300  # seconds; the whole notebook normally takes well under a minute here
 
 # Prepended to the copy that is executed: soft asserts (recorded, not raised).
-from softassert import SOFT_ASSERTS  # noqa: E402  (shared with the browser test)
+from scripts.softassert import SOFT_ASSERTS  # noqa: E402  (shared with the browser test and the device check)
 from browser import BROWSER_STEPS, SMOKE_EVAL as BROWSER_SMOKE_EVAL, runs_full_profile_smoke  # noqa: E402
 
 assert (BROWSER_STEPS, BROWSER_SMOKE_EVAL) == (SMOKE_STEPS, SMOKE_EVAL) or not runs_full_profile_smoke(), \

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 import test_assignments as T
+from grader import cells as grader_cells
+from grader import run as grader_run
 from grader import sandbox as grader_sandbox
 from grader import verdicts as grader_verdicts
 
@@ -30,10 +32,10 @@ sys.modules.setdefault(grader_sandbox.IN_KERNEL_MODULE, grader_sandbox)
 def _grading_device(monkeypatch):
     """The probe runs here, in the test's process, with the environment the grader gives the
     student's kernel (the CPU on every machine), also when the tests run with COURSE_DEVICE=cuda."""
-    monkeypatch.setenv("COURSE_DEVICE", T.A.GRADING_ENV["COURSE_DEVICE"])
+    monkeypatch.setenv("COURSE_DEVICE", grader_run.GRADING_ENV["COURSE_DEVICE"])
 
 
-A, SOURCE = T.A, T.SOURCE
+SOURCE = T.SOURCE
 
 #: cells that load data, train or need the trained model: never run here
 HEAVY = {"setup", "skip_training", "data", "baselines", "train_model", "train_or_load", "samples"}
@@ -50,13 +52,13 @@ def _namespace(name, **edits):
     solutions; ``edits``: grade_id -> function changing that cell's code) and the read-only
     helper cells between them; the setup cell's imports, but no data loading or training."""
     import torch
-    cells = {A.grade_id(c): c for c in T._source(name).cells if c.cell_type == "code"}
+    cells = {grader_cells.grade_id(c): c for c in T._source(name).cells if c.cell_type == "code"}
     setup = cells["setup"].source.replace("summary = setup(seed=0)", "summary = None")
     setup = setup.replace("torch.device(summary.device)", "torch.device('cpu')")
     namespace = {"rng": lambda seed: torch.Generator().manual_seed(seed)}  # a4's data cell
     exec(compile(setup, f"{name}:setup", "exec"), namespace)
     for gid, cell in cells.items():
-        if gid in HEAVY or A.is_test_cell(cell):
+        if gid in HEAVY or grader_cells.is_test_cell(cell):
             continue
         code = cell.source
         if gid in edits:
@@ -80,7 +82,7 @@ def _judged(name, question, namespace, tmp_path):
 
 def _points(name, questions, namespace, tmp_path):
     """The points ``namespace`` scores on ``questions`` (grade_ids), and the reasons of those lost."""
-    points = A.points(T._source(name))
+    points = grader_cells.points(T._source(name))
     total, why = 0.0, {}
     for question in questions:
         ok, reason = _judged(name, question, namespace, tmp_path)
@@ -275,7 +277,7 @@ def test_the_solutions_score_every_question_judged_outside(name, tmp_path):
     question but the trained model's (those need a kernel with the checkpoint: the real runs of
     tests/test_assignments.py and tests/test_grader_sandbox.py)."""
     questions = [gid for gid, q in _checks(name).items() if isinstance(q, grader_verdicts.Question)]
-    points = A.points(T._source(name))
+    points = grader_cells.points(T._source(name))
     assert _points(name, questions, _namespace(name), tmp_path) == (sum(points[q] for q in questions), {})
 
 

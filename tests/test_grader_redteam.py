@@ -18,13 +18,16 @@ from pathlib import Path
 import pytest
 
 import test_assignments as T
+from grader import assemble as grader_assemble
+from grader import cells as grader_cells
+from grader import run as grader_run
 from grader import sandbox as grader_sandbox
 from grader import verdicts as grader_verdicts
 from test_grader_calls import IN_PLACE_MASK, MASK_QUESTIONS, QKV, _checks, _namespace, _replace
 from test_grader_calls import _grading_device  # noqa: F401  (autouse: the grader's device, the CPU)
 
 
-A, ROOT = T.A, T.ROOT
+ROOT = T.ROOT
 
 
 def _probed(name, question, namespace, tmp_path):
@@ -45,8 +48,8 @@ def _graded(name, questions, tmp_path, **edits):
     question the answer check zeroes, else the probe's verdict."""
     for question in questions:  # the grader's answers, computed before any student code runs here
         _checks(name)[question].expected()
-    points = A.points(T._source(name))
-    zeroed = A.check_answers(T._solved_release(name, **dict(edits)), T._source(name)).zeroed
+    points = grader_cells.points(T._source(name))
+    zeroed = grader_assemble.check_answers(T._solved_release(name, **dict(edits)), T._source(name)).zeroed
     namespace = _namespace(name, **dict(edits))
     total, why = 0.0, {}
     for question in questions:
@@ -234,7 +237,7 @@ def test_a_loss_may_use_what_a_batch_offers(name, tmp_path):
         "a2_transformer": ("test_loss", "loss", "return F.cross_entropy(logits.transpose(1, 2), "
                                                 "batch.tgt[:, 1:], ignore_index=PAD_ID)")}[name]
     summed = line.replace("ignore_index=PAD_ID)", "ignore_index=PAD_ID, reduction='sum') / batch.num_tokens")
-    points = A.points(T._source(name))[question]
+    points = grader_cells.points(T._source(name))[question]
     assert _graded(name, [question], tmp_path, **{cell: _replace((line, summed))}) == (points, {})
 
 
@@ -409,7 +412,7 @@ def changed_at_run_time():
     import sys
     script = _RUNTIME_SCRIPT.format(cases=json.dumps({**HONEST_AT_RUN_TIME, **RUNTIME_WRITES}))
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
-                         env={**__import__("os").environ, **A.GRADING_ENV})
+                         env={**__import__("os").environ, **grader_run.GRADING_ENV})
     assert run.returncode == 0, run.stderr[-2000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
 
@@ -433,7 +436,7 @@ def _in_a_process_of_its_own(script, tmp_path):
     import sys
     head = f"import sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
     run = subprocess.run([sys.executable, "-c", head + script], capture_output=True, text=True, timeout=600,
-                         cwd=tmp_path, env={**os.environ, **A.GRADING_ENV})
+                         cwd=tmp_path, env={**os.environ, **grader_run.GRADING_ENV})
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     return run.stdout.splitlines()
 
@@ -481,7 +484,7 @@ def test_a_probe_after_a_write_into_torch_scores_nothing_and_says_what_changed(t
               f"exec({T.STATIC_HOLES['tuple unpacking']!r}, {{'torch': torch}})\n"
               "print('patched', R._probed('a5_gpt', 'test_attention', ns, pathlib.Path(tempfile.mkdtemp())))\n")
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
-                         cwd=tmp_path, env={**__import__("os").environ, **A.GRADING_ENV})
+                         cwd=tmp_path, env={**__import__("os").environ, **grader_run.GRADING_ENV})
     lines = [line for line in run.stdout.splitlines() if line.startswith(("clean", "patched"))]
     assert lines[0] == "clean (True, '')", run.stdout[-2000:] + run.stderr[-2000:]
     assert lines[1].startswith("patched (False, 'torch or the course package was changed at run time "

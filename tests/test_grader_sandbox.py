@@ -16,8 +16,16 @@ import nbformat
 import pytest
 
 import test_assignments as T
+from grader import assemble as grader_assemble
+from grader import batch as grader_batch
+from grader import cells as grader_cells
+from grader import checkpoints as grader_checkpoints
+from grader import cli as grader_cli
+from grader import report as grader_report
+from grader import run as grader_run
+from grader import sandbox as grader_sandbox
 
-A, ROOT, SOURCE, RELEASE = T.A, T.ROOT, T.SOURCE, T.RELEASE
+ROOT, SOURCE, RELEASE = T.ROOT, T.SOURCE, T.RELEASE
 TIME_LIMIT = 180  # seconds per submission (each runs in 5-50 s on a busy 2-core Xeon, up to twice that on a
 # loaded 2-core AMD EPYC; none needs the limit, so a wide one costs nothing)
 
@@ -29,8 +37,8 @@ def _release(name, **answers):
     """The release notebook as handed out, with some answer cells (grade_id -> code) filled in."""
     nb = nbformat.read(RELEASE / name / f"{name}.ipynb", as_version=4)
     for cell in nb.cells:
-        if A.grade_id(cell) in answers:
-            cell.source = answers.pop(A.grade_id(cell))
+        if grader_cells.grade_id(cell) in answers:
+            cell.source = answers.pop(grader_cells.grade_id(cell))
     assert not answers
     return nb
 
@@ -183,7 +191,7 @@ def attacked(tmp_path_factory, grading_alone):
     before, inside = _digest(outside), _digest([folder])
     with grading_alone():  # no other worker's sandboxes while the survivors are counted
         start = time.perf_counter()
-        path, rows = A.grade_folder(folder, workers=2, time_limit=TIME_LIMIT)
+        path, rows = grader_batch.grade_folder(folder, workers=2, time_limit=TIME_LIMIT)
         seconds = time.perf_counter() - start
         csv_text = path.read_text()
         feedback = {p.stem: p.read_text() for p in (folder / "feedback").glob("*.ipynb")}
@@ -215,7 +223,7 @@ def test_in_kernel_tricks_score_nothing(attacked):
 
 def test_a_copy_of_the_reference_checkpoint_scores_zero_on_its_question(attacked):
     copier = attacked["rows"]["copier"]
-    assert A.REFERENCE_CHECKPOINT in copier.flags and copier.scores["test_translation"] == 0
+    assert grader_run.REFERENCE_CHECKPOINT in copier.flags and copier.scores["test_translation"] == 0
     assert "the handed-in checkpoint is the reference one" in _summary(attacked, "copier")
     # what does not depend on the broken attention still counts
     assert copier.scores["test_masks"] == 2 and copier.scores["test_positional_encoding"] == 2
@@ -223,7 +231,7 @@ def test_a_copy_of_the_reference_checkpoint_scores_zero_on_its_question(attacked
 
 def test_a_checkpoint_with_the_reference_function_is_flagged_whatever_its_weights(attacked):
     row = attacked["rows"]["permuter"]
-    assert A.REFERENCE_CHECKPOINT in row.flags and row.scores["test_accuracy"] == 0
+    assert grader_run.REFERENCE_CHECKPOINT in row.flags and row.scores["test_accuracy"] == 0
     assert "the handed-in checkpoint is the reference one" in _summary(attacked, "permuter")
     assert row.total == 11  # the code is the solution's: every other question counts
 
@@ -291,9 +299,9 @@ def test_hidden_tests_never_reach_the_feedback(attacked):
 
 def test_spreadsheet_formulas_are_escaped(attacked):
     assert "\n'=2+3,,," in attacked["csv"]
-    rows = [A.Row("=SUM(A1)", error="-1 is not a notebook", flags=["@x", "+y"]), A.Row("+cmd"), A.Row("@a"),
-            A.Row("plain-name")]
-    lines = A.grades_csv(rows).splitlines()[1:]
+    rows = [grader_report.Row("=SUM(A1)", error="-1 is not a notebook", flags=["@x", "+y"]), grader_report.Row("+cmd"), grader_report.Row("@a"),
+            grader_report.Row("plain-name")]
+    lines = grader_report.grades_csv(rows).splitlines()[1:]
     assert lines == ["'+cmd,,,,,", "'=SUM(A1),,,,'@x; +y,'-1 is not a notebook", "'@a,,,,,", "plain-name,,,,,"]
 
 
@@ -303,31 +311,31 @@ def test_without_bwrap_the_grader_says_what_to_install(tmp_path, monkeypatch, ca
     (tmp_path / "class").mkdir()
     (tmp_path / "class" / "erin.txt").write_text("notes")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    with pytest.raises(A.SandboxError, match=r"apt-get install bubblewrap.*--no-sandbox"):
-        A.grade_folder(tmp_path / "class")
-    assert A.main(["grade", str(tmp_path / "class")]) == 2
+    with pytest.raises(grader_sandbox.SandboxError, match=r"apt-get install bubblewrap.*--no-sandbox"):
+        grader_batch.grade_folder(tmp_path / "class")
+    assert grader_cli.main(["grade", str(tmp_path / "class")]) == 2
     assert "bubblewrap" in capsys.readouterr().err
     # trusted use only: every row says it was not sandboxed
-    _, rows = A.grade_folder(tmp_path / "class", sandbox=False)
-    assert [r.flags for r in rows] == [[A.NO_SANDBOX_FLAG]]
-    assert A.NO_SANDBOX_FLAG in (tmp_path / "class" / "grades.csv").read_text()
+    _, rows = grader_batch.grade_folder(tmp_path / "class", sandbox=False)
+    assert [r.flags for r in rows] == [[grader_sandbox.NO_SANDBOX_FLAG]]
+    assert grader_sandbox.NO_SANDBOX_FLAG in (tmp_path / "class" / "grades.csv").read_text()
 
 
 def test_a_weight_identical_checkpoint_is_the_reference_one(tmp_path):
     import torch
     ref = SOURCE / "a2_transformer" / "transformer.pt"
     shutil.copy(ref, tmp_path / "copy.pt")
-    assert A.same_weights(tmp_path / "copy.pt", ref)
+    assert grader_checkpoints.same_weights(tmp_path / "copy.pt", ref)
     state = torch.load(ref, map_location="cpu", weights_only=True)
     state["extra"]["note"] = "saved again"  # other bytes, the same weights
     torch.save(state, tmp_path / "resaved.pt")
-    assert (tmp_path / "resaved.pt").read_bytes() != ref.read_bytes() and A.same_weights(tmp_path / "resaved.pt", ref)
+    assert (tmp_path / "resaved.pt").read_bytes() != ref.read_bytes() and grader_checkpoints.same_weights(tmp_path / "resaved.pt", ref)
     T._own_checkpoint(ref, tmp_path / "own.pt")
-    assert not A.same_weights(tmp_path / "own.pt", ref)
+    assert not grader_checkpoints.same_weights(tmp_path / "own.pt", ref)
     T._own_checkpoint(ref, tmp_path / "noisy.pt", noise=1e-6)  # a copy with a little noise is still a copy
-    assert A.same_weights(tmp_path / "noisy.pt", ref)
+    assert grader_checkpoints.same_weights(tmp_path / "noisy.pt", ref)
     (tmp_path / "junk.pt").write_text("not a checkpoint")
-    assert not A.same_weights(tmp_path / "junk.pt", ref)
+    assert not grader_checkpoints.same_weights(tmp_path / "junk.pt", ref)
 
 
 def test_near_copies_compute_the_reference_function_and_other_runs_do_not(tmp_path):
@@ -335,8 +343,8 @@ def test_near_copies_compute_the_reference_function_and_other_runs_do_not(tmp_pa
     # the reference ones (a6's trained-model inputs); weights alone miss these copies
     import torch
     ref = SOURCE / "a6_vit" / "vit.pt"
-    question = A.questions_judged_outside(SOURCE / "a6_vit" / "a6_vit.ipynb")["test_accuracy"]
-    reference = A.reference_outputs(question, ref)
+    question = grader_run.questions_judged_outside(SOURCE / "a6_vit" / "a6_vit.ipynb")["test_accuracy"]
+    reference = grader_checkpoints.reference_outputs(question, ref)
     state = torch.load(ref, map_location="cpu", weights_only=True)
     g = torch.Generator().manual_seed(0)
     noisy = {**state, "model": {k: v + 0.01 * v.std() * torch.randn(v.shape, generator=g) if v.numel() > 1 else v
@@ -346,13 +354,13 @@ def test_near_copies_compute_the_reference_function_and_other_runs_do_not(tmp_pa
     _permuted(ref, tmp_path / "permuted.pt")
     copies = {"1 % noise": noisy, "permuted": torch.load(tmp_path / "permuted.pt", weights_only=True),
               "final norm x1.5 (a temperature)": hotter}
-    assert not A.same_weights(tmp_path / "noisy.pt", ref) and not A.same_weights(tmp_path / "permuted.pt", ref)
+    assert not grader_checkpoints.same_weights(tmp_path / "noisy.pt", ref) and not grader_checkpoints.same_weights(tmp_path / "permuted.pt", ref)
     for what, copy in copies.items():
-        distance = A.output_distance(question.expected_for(question.calls(copy)), reference)
-        assert distance < A.NEAR_REFERENCE_OUTPUTS, (what, distance)
+        distance = grader_checkpoints.output_distance(question.expected_for(question.calls(copy)), reference)
+        assert distance < grader_checkpoints.NEAR_REFERENCE_OUTPUTS, (what, distance)
     T._own_checkpoint(ref, tmp_path / "own.pt")  # the tests' stand-in for an honest run
     own = torch.load(tmp_path / "own.pt", weights_only=True)
-    assert A.output_distance(question.expected_for(question.calls(own)), reference) > 2 * A.NEAR_REFERENCE_OUTPUTS
+    assert grader_checkpoints.output_distance(question.expected_for(question.calls(own)), reference) > 2 * grader_checkpoints.NEAR_REFERENCE_OUTPUTS
     assert question.verdict(own) == (True, "")  # and it still passes the accuracy thresholds
 
 
@@ -365,8 +373,8 @@ def test_links_and_oversized_files_are_refused_before_anything_runs(tmp_path):
     (folder / "trudy").mkdir()
     shutil.copy(RELEASE / "a2_transformer" / "a2_transformer.ipynb", folder / "trudy")
     (folder / "trudy" / "transformer.pt").symlink_to(secret)
-    (folder / "huge.ipynb").write_bytes(b" " * (A.MAX_NOTEBOOK_BYTES + 1))
-    _, rows = A.grade_folder(folder, time_limit=TIME_LIMIT)
+    (folder / "huge.ipynb").write_bytes(b" " * (grader_assemble.MAX_NOTEBOOK_BYTES + 1))
+    _, rows = grader_batch.grade_folder(folder, time_limit=TIME_LIMIT)
     errors = {r.student: r.error for r in rows}
     assert "symbolic link" in errors["mallory"] and "symbolic link" in errors["trudy"]
     assert "expected at most 32 MiB" in errors["huge"]
@@ -393,15 +401,15 @@ def test_forged_or_malformed_answers_score_nothing():
 @pytest.mark.parametrize("name", T.NAMES)
 def test_every_question_is_judged_outside_and_no_hidden_test_enters_the_sandbox(name):
     source = T._source(name)
-    checks = A.questions_judged_outside(SOURCE / name / f"{name}.ipynb")
-    assert set(checks) == set(A.points(source)), "a test cell with no verdict outside the sandbox"
-    sent = A.to_run(A.assemble(T._solved_release(name), source).nb, checks, "/tmp/work", "/tmp/grader")
+    checks = grader_run.questions_judged_outside(SOURCE / name / f"{name}.ipynb")
+    assert set(checks) == set(grader_cells.points(source)), "a test cell with no verdict outside the sandbox"
+    sent = grader_run.to_run(grader_assemble.assemble(T._solved_release(name), source).nb, checks, "/tmp/work", "/tmp/grader")
     text = nbformat.writes(sent)
     hidden = [line.strip() for c in source.cells
               for region in T._regions(c.source, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
               for line in region.splitlines() if len(line.strip()) > 12]
-    visible = "\n".join(A.HIDDEN_TESTS.sub("", c.source) for c in source.cells)
+    visible = "\n".join(grader_cells.HIDDEN_TESTS.sub("", c.source) for c in source.cells)
     assert "HIDDEN TESTS" not in text and hidden
     assert [line for line in hidden if line not in visible and line in text] == []
-    probes = [c for c in sent.cells if A.PROBE in c.metadata]
-    assert sorted(c.metadata[A.PROBE] for c in probes) == sorted(checks)
+    probes = [c for c in sent.cells if grader_run.PROBE in c.metadata]
+    assert sorted(c.metadata[grader_run.PROBE] for c in probes) == sorted(checks)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import install_check  # scripts/ is on sys.path (conftest.py)
+from scripts import install_check
 
 ROOT = Path(__file__).resolve().parent.parent
 

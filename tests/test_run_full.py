@@ -33,8 +33,7 @@ def test_make_full_writes_copies_and_a_table_and_leaves_the_notebook_alone(tmp_p
 def test_the_expected_times_name_every_notebook_and_what_is_measured():
     """Every notebook's full profile has a measured time on a 2-core CPU, within issue 32's 20
     minutes, and each one that ran to its end on a GPU has its time there."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import run_full
+    from scripts import run_full
     names = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert set(run_full.MEASURED_MINUTES["cpu"]) == {p.stem for p in names}
     assert all(minutes <= 20 for minutes in run_full.MEASURED_MINUTES["cpu"].values())
@@ -61,11 +60,10 @@ def test_make_full_reports_a_failing_notebook(tmp_path):
 def test_jobs_run_at_most_n_at_once_each_after_what_it_reads():
     import threading
     import time
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import run_full
+    from scripts import run_full
     names = ["00_welcome", "01_seq2seq_bottleneck", "02_bahdanau_attention", "03_convs2s",
              "04_transformer", "05_bert", "06_bpe"]
-    started, ended, lock, now = {}, {}, threading.Lock(), [0]
+    started, ended, lock = {}, {}, threading.Lock()
     slow = {"01_seq2seq_bottleneck": 0.3, "02_bahdanau_attention": 0.2}
 
     def run_one(name):

@@ -9,7 +9,6 @@ import importlib.util
 import io
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest

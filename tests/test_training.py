@@ -1,4 +1,3 @@
-import math
 from dataclasses import dataclass
 
 import pytest

@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import tune_transformer as tune  # scripts/ is on sys.path (conftest.py)
+from scripts import tune_transformer as tune
 
 from course_utils import recipes
 
@@ -51,7 +51,7 @@ def _check_rows(appendix: str, candidates) -> None:
 
 
 def test_convs2s_candidates_are_variations_of_its_recipes_and_the_appendix_lists_them():
-    import tune_convs2s as conv_tune
+    from scripts import tune_convs2s as conv_tune
 
     for base, candidates in ((recipes.CONVS2S_FAST, conv_tune.CANDIDATES), (recipes.CONVS2S_FULL, conv_tune.FULL_CANDIDATES)):
         tried = [replace(base, **changes) for _, changes, _ in candidates]  # unknown field: TypeError
@@ -64,7 +64,7 @@ def test_convs2s_candidates_are_variations_of_its_recipes_and_the_appendix_lists
 
 
 def test_attention_comparison_runs_real_configurations_and_02s_appendix_lists_them():
-    import compare_attention as compare
+    from scripts import compare_attention as compare
 
     from course_utils.seq2seq import Seq2SeqConfig
     configs = [Seq2SeqConfig(10, 10, emb_size=compare.EMB, **{"hidden_size": compare.HIDDEN,

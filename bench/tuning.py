@@ -1,17 +1,15 @@
-"""What the tuning scripts share (scripts/tune_transformer.py, scripts/tune_convs2s.py): run
-every (candidate, seed) in a process pool, each on one thread, and print the markdown table
-of a notebook's appendix (greedy exact match in % on the validation split, by bucket)."""
+"""What the tuning scripts share (scripts/tune_transformer.py, scripts/tune_convs2s.py,
+scripts/compare_attention.py): run every (candidate, seed) in a process pool, each on one
+thread, and print the markdown table of a notebook's appendix (greedy exact match in % on the
+validation split, by bucket)."""
 
 from __future__ import annotations
 
 import argparse
-import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("COURSE_NUM_THREADS", "1")
-os.environ.setdefault("COURSE_PROFILE", "fast")
+from course_utils.files import write_atomic
 
 
 def table(results, header: str, raw: tuple = ()) -> str:
@@ -39,5 +37,5 @@ def main(doc: str, candidates, run, header: str, argv=None, table_fn=None) -> in
     text = (table(results, header) if table_fn is None else table_fn(results)) + "\n"
     print(text)
     if args.out:
-        args.out.write_text(text)
+        write_atomic(args.out, text.encode("utf-8"))
     return 0

@@ -1,5 +1,5 @@
 """The plain versions of the package functions that `course_utils` now runs faster: kept
-verbatim (as of the commit before the speed-ups) so that `scripts/bench.py` can time
+verbatim (as of the commit before the speed-ups) so that `python -m bench` (bench.speedups) can time
 before against after in one run and check that both give the same results.
 Not part of the package; not used by the notebooks.
 """
