@@ -26,13 +26,13 @@ PY    := $(BIN)/python
 STAMP := $(VENV)/.installed-$(ALL_EXTRAS)
 LAB_STAMP := $(VENV)/.installed-$(LAB_EXTRAS)
 
-# The settings of every process and kernel the course starts, read from the package
-# (course_utils.KERNEL_ENV; its __init__ needs nothing but Python): threads that cannot stall
-# a small machine (see course_utils/runtime.py), nothing fetched from the network, string
-# hashes fixed. A value already in the environment is kept, as the package keeps it.
-KERNEL_ENV := $(shell PYTHONPATH="$(CURDIR)" $(PYTHON) -c 'import course_utils as c; print(*(f"{k}={v}" for k, v in c.KERNEL_ENV.items()))')
-$(if $(KERNEL_ENV),,$(error could not read course_utils.KERNEL_ENV with $(PYTHON)))
-$(foreach setting,$(KERNEL_ENV),$(eval export $(subst =, ?= ,$(setting))))
+# The settings of every process and kernel the course starts, read (not imported: any Python
+# 3 reads it) from the package, course_utils.KERNEL_ENV: threads that cannot stall a small
+# machine (see course_utils/runtime.py), nothing fetched from the network, string hashes
+# fixed. Every command make runs has them, whatever the calling shell set.
+KERNEL_ENV := $(shell $(PYTHON) -c 'import ast, sys; tree = ast.parse(open(sys.argv[1]).read()); print(*(f"{k}={v}" for k, v in ast.literal_eval(next(n.value for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "KERNEL_ENV")).items()))' "$(CURDIR)/course_utils/__init__.py" 2>/dev/null)
+$(if $(KERNEL_ENV)$(filter clean distclean,$(MAKECMDGOALS)),,$(error could not read KERNEL_ENV from course_utils/__init__.py with $(PYTHON)))
+$(foreach setting,$(KERNEL_ENV),$(eval export $(setting)))
 
 .PHONY: install lab test unit nbval notebooks data clean distclean slides browser-test device-check install-check
 
@@ -242,9 +242,9 @@ grader-check: $(STAMP)
 	    tests/test_grader_calls.py tests/test_grader_verdicts.py
 
 # Benchmarks -> docs/BENCHMARKS.md + docs/benchmarks.json (a few minutes; see bench/cli.py).
-# PARTS: comma-separated from stored,notebooks,models,micro,bpe,speedups or all
+# PARTS: comma-separated from stored,notebooks,models,loop,micro,bpe,speedups or all
 # (`notebooks` re-executes every notebook once, ~10-15 min more).
-PARTS ?= stored,models,micro,bpe,speedups
+PARTS ?= stored,models,loop,micro,bpe,speedups
 .PHONY: bench
 bench: $(STAMP)
 	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m bench --parts $(PARTS)

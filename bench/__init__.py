@@ -1,5 +1,6 @@
 """The course's benchmark (``make bench``, ``python -m bench``): docs/BENCHMARKS.md and
-docs/benchmarks.json. Not part of what a student installs to run the notebooks.
+docs/benchmarks.json. Installed with the course but never imported by it; what it compares
+against (tokenizers, nbclient) is in the ``lab`` and ``test`` extras.
 
 The modules, each importing only those above it in this list:
 
@@ -14,10 +15,10 @@ The modules, each importing only those above it in this list:
 - ``bench.report``: the markdown page rendered from the JSON report;
 - ``bench.cli``: the command line (``python -m bench --parts ...``).
 
-Importing it sets the environment of a measuring process (the fast profile, one CPU thread)
-unless already set, and imports ``course_utils`` first, which makes torch's threads wait
-without spinning before torch starts; ``python -m bench`` also measures on the CPU on a GPU
-machine (``bench.cli``).
+Importing it sets the environment of a measuring process, unless already set: the fast
+profile, one CPU thread, the CPU on a GPU machine too (the tables are CPU measurements; the
+package refuses CPU models beside a GPU otherwise); and it imports ``course_utils`` first,
+which makes torch's threads wait without spinning before torch starts.
 """
 import os
 
@@ -25,3 +26,4 @@ import course_utils  # noqa: F401  (KERNEL_ENV's OMP_WAIT_POLICY, before torch l
 
 os.environ.setdefault("COURSE_PROFILE", "fast")
 os.environ.setdefault("COURSE_NUM_THREADS", "1")
+os.environ.setdefault("COURSE_DEVICE", "cpu")

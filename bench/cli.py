@@ -1,7 +1,6 @@
-"""Benchmarks of the course (what `make bench` runs): writes docs/BENCHMARKS.md and
-docs/benchmarks.json.
+"""The course's benchmarks (`make bench`): docs/BENCHMARKS.md and docs/benchmarks.json.
 
-Usage: python -m bench [--parts stored,models,micro,bpe,speedups] [--out docs]
+Usage: python -m bench [--parts stored,models,loop,micro,bpe,speedups] [--out docs]
 (`--parts ""` only renders docs/BENCHMARKS.md again from docs/benchmarks.json)
 Parts (comma-separated; `all` = every part, `notebooks` included):
   stored    each notebook's wall time from its stored execution metadata (the last
@@ -12,6 +11,8 @@ Parts (comma-separated; `all` = every part, `notebooks` included):
   models    per model of 01-04: parameters and scores saved by the notebooks
             (results/fast/*.json) plus training tokens/s measured here on the same
             batches (median of repeats), and length-bucketed vs random batches
+  loop      course_utils.training.train against a tight loop of the same steps, on the
+            full profile's model and batch shapes (on the CPU)
   micro     course_utils.attention against torch's scaled_dot_product_attention and
             nn.MultiheadAttention (forward, forward+backward, several sizes)
   bpe       course_utils.bpe.train_bpe against tokenizers' BpeTrainer on the same text
@@ -27,7 +28,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import time
 from pathlib import Path
 
@@ -44,8 +44,6 @@ DEFAULT_PARTS = ("stored", "models", "loop", "micro", "bpe", "speedups")
 
 
 def main(argv=None) -> int:
-    # a CPU benchmark, on a GPU machine too (the package refuses CPU models beside a GPU)
-    os.environ.setdefault("COURSE_DEVICE", "cpu")
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default=",".join(DEFAULT_PARTS),
                         help=f"comma-separated, from {PARTS} or 'all' (default: %(default)s)")

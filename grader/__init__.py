@@ -59,5 +59,6 @@ The modules, each importing only those above it in this list:
 - ``grader.batch``: a class folder graded (``grade_folder``);
 - ``grader.cli``: the command line (``python -m grader``; ``make assignments``, ``make grade``).
 
-Not part of what a student installs to run the notebooks (docs/ARCHITECTURE.md).
+Installed with the course but never imported by it; what it needs beyond the course (nbgrader,
+nbclient) is in the ``test`` extra (docs/ARCHITECTURE.md).
 """

@@ -6,12 +6,10 @@ grade the student's own trained model.
 """
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 
-from grader.release import sha256
-
-MAX_CHECKPOINT_BYTES = 64 * 2**20   # a submitted checkpoint
 NEAR_REFERENCE = 1e-3  # relative distance of weights below which a checkpoint is the reference one
 
 
@@ -19,7 +17,8 @@ def same_weights(theirs: Path, ref: Path) -> bool:
     """Whether a handed-in checkpoint is the reference one: the same bytes, or weights under
     the same names within ``NEAR_REFERENCE`` of it (relative L2 distance over all of them:
     a re-saved copy, or a copy with noise added). Read with ``weights_only``: no code runs."""
-    if theirs.stat().st_size == ref.stat().st_size and sha256(theirs.read_bytes()) == sha256(ref.read_bytes()):
+    if (theirs.stat().st_size == ref.stat().st_size
+            and hashlib.sha256(theirs.read_bytes()).digest() == hashlib.sha256(ref.read_bytes()).digest()):
         return True
     import torch
     try:

@@ -11,8 +11,13 @@ from pathlib import Path
 
 import nbformat
 
+from typing import TYPE_CHECKING
+
 from course_utils.files import write_atomic
 from grader.cells import HIDDEN_TESTS, SOURCE, is_test_cell, points
+
+if TYPE_CHECKING:  # for the reader: a Result is what grader.run.grade returns
+    from grader.run import Result
 
 GRADES_CSV = "grades.csv"
 FEEDBACK = "feedback"
@@ -58,7 +63,7 @@ def spreadsheet_safe(text: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
-def write_feedback(student: str, result, feedback_dir: Path) -> None:
+def write_feedback(student: str, result: "Result", feedback_dir: Path) -> None:
     """``feedback_dir/<student>.ipynb``: the executed notebook (hidden tests and probes
     removed) after a table of the points and why any were lost."""
     feedback = result.executed

@@ -21,14 +21,15 @@ from grader.assemble import (Assembled, answer_check_summary, assemble, identify
                              trained_model_questions)
 from grader.cells import (HIDDEN_TESTS, ROOT, SOURCE, AssignmentError, grade_id, is_answer_cell, is_test_cell,
                           nbgrader_meta, reference_checkpoints, shown, source_notebooks)
-from grader.checkpoints import (MAX_CHECKPOINT_BYTES, NEAR_REFERENCE_OUTPUTS, output_distance,
-                                reference_outputs, same_weights, student_checkpoint)
+from grader.checkpoints import (NEAR_REFERENCE_OUTPUTS, output_distance, reference_outputs, same_weights,
+                                student_checkpoint)
 from grader.sandbox import NO_SANDBOX_FLAG, TIME_LIMIT_ERROR
 
 # grading runs on the CPU on every machine: a lecturer's GPU would otherwise be picked outside the
 # sandbox (the sandbox shows no GPU) and the grader's CPU reference models would meet it
 GRADING_ENV = {"COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu", "COURSE_NUM_THREADS": "1",
                **course_utils.KERNEL_ENV}
+MAX_CHECKPOINT_BYTES = 64 * 2**20   # a submitted checkpoint
 MAX_ANSWER_BYTES = 32 * 2**20       # what one probe sends back
 NO_CHECKPOINT = "no checkpoint: reference weights used"
 PROBE = grader_sandbox.PROBE_KEY  # metadata key of the cells the grader adds
@@ -94,13 +95,6 @@ def _error_line(cell) -> str:
         if out.output_type == "stream" and out.name == "stderr":
             return f"wrote to stderr: {out.text.strip().splitlines()[0][:120] if out.text.strip() else ''}"
     return ""
-
-
-def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = None) -> bool:
-    """Run ``nb`` in place in ``workdir`` with the course kernel, offline, on one CPU thread,
-    in this process's own user (for the lecturer's notebooks: the sources' own tests);
-    see ``grader_sandbox.execute``. Returns whether the time limit was reached."""
-    return grader_sandbox.execute(nb, workdir, timeout, time_limit, env=GRADING_ENV)
 
 
 def to_run(nb, questions: dict, work: str, code: str, skip: dict[str, str] | None = None):

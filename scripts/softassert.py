@@ -2,8 +2,8 @@
 training steps no model has learned, so the notebooks' quality asserts cannot hold. This
 IPython code, run in the kernel first (a prepended cell, or an IPython startup file),
 turns every ``assert`` into a check that is recorded in ``_smoke_failed_asserts`` instead
-of raised. Anything else that raises still fails. Used by test_full_profile_smoke.py
-and the browser test (browser.py); the real asserts are checked by nbval.
+of raised. Anything else that raises still fails. Used by tests/test_full_profile_smoke.py,
+the browser test (tests/browser.py) and scripts/device_check.py; the real asserts are checked by nbval.
 """
 
 SOFT_ASSERTS = '''

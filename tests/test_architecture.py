@@ -93,8 +93,9 @@ def test_the_kernel_settings_are_written_once():
 
 
 def test_the_makefile_reads_the_kernel_settings_from_the_package():
-    """The Makefile exports course_utils.KERNEL_ENV to every command it runs (a value already
-    set is kept, as the package keeps it) without naming one of them itself."""
+    """The Makefile exports course_utils.KERNEL_ENV to every command it runs, whatever the
+    calling shell set (``make test`` stays offline), without naming one of them itself; a
+    machine whose Python cannot read it can still ``make clean``."""
     import shutil
     import subprocess
     import course_utils
@@ -107,9 +108,15 @@ def test_the_makefile_reads_the_kernel_settings_from_the_package():
     seen = subprocess.run(["make", "-s", "-C", str(ROOT), "--eval", show, "show"], env=env,
                           capture_output=True, text=True, timeout=60).stdout.split()
     assert seen == [f"{k}={v}" for k, v in course_utils.KERNEL_ENV.items()]
-    kept = subprocess.run(["make", "-s", "-C", str(ROOT), "--eval", "show: ; @echo $$OMP_WAIT_POLICY", "show"],
-                          env={**env, "OMP_WAIT_POLICY": "ACTIVE"}, capture_output=True, text=True, timeout=60)
-    assert kept.stdout.strip() == "ACTIVE"
+    forced = subprocess.run(["make", "-s", "-C", str(ROOT), "--eval", "show: ; @echo $$HF_HUB_OFFLINE", "show"],
+                            env={**env, "HF_HUB_OFFLINE": "0"}, capture_output=True, text=True, timeout=60)
+    assert forced.stdout.strip() == course_utils.KERNEL_ENV["HF_HUB_OFFLINE"]
+    unreadable = subprocess.run(["make", "-s", "-C", str(ROOT), "PYTHON=false", "--eval", "show: ; @echo x", "show"],
+                                env=env, capture_output=True, text=True, timeout=60)
+    assert unreadable.returncode != 0 and "could not read KERNEL_ENV" in unreadable.stderr
+    cleaning = subprocess.run(["make", "-n", "-C", str(ROOT), "PYTHON=false", "clean"], env=env,
+                              capture_output=True, text=True, timeout=60)
+    assert cleaning.returncode == 0 and "rm -rf build" in cleaning.stdout
 
 
 def test_the_package_finds_a_models_device_one_way():

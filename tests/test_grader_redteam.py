@@ -8,7 +8,7 @@ As in tests/test_grader_calls.py (whose helpers these are), the student's side r
 process: the source notebook's cells, edited as a student would edit them. Two differences
 from those tests: the probe is the probe *cell* the grader adds to the notebook
 (``grader_sandbox.probe_source``), run in the student's globals as the kernel runs it, and
-an answer that ``answer_checks`` flags scores 0 on what it zeroes, as in ``assignments.grade``.
+an answer that ``answer_checks`` flags scores 0 on what it zeroes, as in ``grader.run.grade``.
 A test passes when the attack scores 0 *either* way (flagged, or refused by the probe).
 """
 
@@ -300,7 +300,7 @@ RUNTIME_WRITES = {  # name -> an answer cell's code (import torch, math already 
     "class attribute": f"class _H:\n    T = torch.Tensor\n_H.T.clone = {T_CLONE}",
     "global": f"def _f():\n    global _T\n    _T = torch.Tensor\n_f()\n_T.clone = {T_CLONE}",
     "x.__class__": f"torch.zeros(1).__class__.clone = {T_CLONE}",
-    "__mro__": f"torch.nn.Linear.__mro__[1].__call__ = lambda self, *a, **k: None",
+    "__mro__": "torch.nn.Linear.__mro__[1].__call__ = lambda self, *a, **k: None",
     "obj.__setattr__": "torch.testing.__setattr__('assert_close', lambda *a, **k: None)",
     "type.__setattr__": f"type.__setattr__(torch.Tensor, 'clone', {T_CLONE})",
     "a container": f"_boxes = [torch.Tensor]\n_boxes[0].clone = {T_CLONE}",
@@ -434,9 +434,8 @@ def _in_a_process_of_its_own(script, tmp_path):
     import os
     import subprocess
     import sys
-    head = f"import sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
-    run = subprocess.run([sys.executable, "-c", head + script], capture_output=True, text=True, timeout=600,
-                         cwd=tmp_path, env={**os.environ, **grader_run.GRADING_ENV})
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                         cwd=tmp_path, env={**os.environ, **grader_run.GRADING_ENV, "PYTHONPATH": str(ROOT / "tests")})
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     return run.stdout.splitlines()
 
@@ -476,15 +475,15 @@ def test_a_probe_after_a_write_into_torch_scores_nothing_and_says_what_changed(t
     ``torch.Tensor.clone`` that the answer check does not flag)."""
     import subprocess
     import sys
-    script = (f"import sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
-              "from grader import sandbox as grader_sandbox\ngrader_sandbox.watch()\n"
+    script = ("from grader import sandbox as grader_sandbox\ngrader_sandbox.watch()\n"
               "import test_grader_redteam as R\nimport torch, pathlib, tempfile\n"
               "ns = R._namespace('a5_gpt')\n"
               "print('clean', R._probed('a5_gpt', 'test_attention', ns, pathlib.Path(tempfile.mkdtemp())))\n"
               f"exec({T.STATIC_HOLES['tuple unpacking']!r}, {{'torch': torch}})\n"
               "print('patched', R._probed('a5_gpt', 'test_attention', ns, pathlib.Path(tempfile.mkdtemp())))\n")
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
-                         cwd=tmp_path, env={**__import__("os").environ, **grader_run.GRADING_ENV})
+                         cwd=tmp_path, env={**__import__("os").environ, **grader_run.GRADING_ENV,
+                                            "PYTHONPATH": str(ROOT / "tests")})
     lines = [line for line in run.stdout.splitlines() if line.startswith(("clean", "patched"))]
     assert lines[0] == "clean (True, '')", run.stdout[-2000:] + run.stderr[-2000:]
     assert lines[1].startswith("patched (False, 'torch or the course package was changed at run time "
