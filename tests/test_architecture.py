@@ -234,3 +234,13 @@ def test_the_grader_is_drawn_as_it_imports():
     drawn = _drawn_imports(1, order)
     assert drawn == actual, {m: (sorted(drawn[m] - actual[m]), sorted(actual[m] - drawn[m]))
                              for m in order if drawn[m] != actual[m]}
+
+
+def test_the_repositorys_packages_are_the_ones_imported():
+    """``scripts``, ``bench``, ``grader`` and ``course_utils`` are found in this checkout (the
+    editable install puts it on the path after site-packages: a distribution that shipped a
+    top-level package of one of these names would shadow ours)."""
+    import importlib
+    for name in ("course_utils", "grader", "bench", "scripts"):
+        where = Path(importlib.import_module(name).__file__).resolve()
+        assert where == ROOT / name / "__init__.py", f"{name} is imported from {where}, not from {ROOT}"
