@@ -5,9 +5,9 @@ Nesterov SGD); the models and their losses stay in their own files (``seq2seq``,
 ``convs2s``, ``transformer``).
 
 - ``fit_seq2seq``: a GRU encoder-decoder of 02 (Adam at a constant rate; 01 and 02 write
-  their loop out): 02's
-  English -> Spanish model (``recipes.ES_EN_FULL``; the shipped ``SHIPPED_ES_EN``, made by
-  scripts/train_es_en_attention.py) and 06's word and BPE translators;
+  their loop out): 02's English -> Spanish model (``recipes.ES_EN_FULL``; the shipped
+  ``SHIPPED_ES_EN``, made by scripts/train_es_en_attention.py) and 06's word and BPE
+  translators;
 - ``fit_convs2s``: 03's ConvS2S (Adam, linear warm-up and decay; 03 writes the same loop out);
 - ``fit_transformer``: 04's Transformer (Adam with betas 0.9 and 0.98, warm-up then inverse
   square root, a cool-down, label smoothing, length-bucketed batches).

@@ -30,23 +30,31 @@ def _modules() -> list[str]:
     return sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
 
 
+def _imports_of(path: Path, source: str | None = None) -> set[str]:
+    """Every module a file (or ``source`` read as that file) imports, by its full dotted name
+    (``from a import b`` gives ``a`` and ``a.b``), at the top or inside a function, a relative
+    import resolved in the file's package, and a string that names a module of the repository
+    (``importlib.import_module("course_utils.gpt")``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module if node.level == 0 else ".".join(filter(None, [path.parent.name, node.module]))
+            if base:
+                found.add(base)
+                found.update(f"{base}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                re.fullmatch(r"(course_utils|grader|bench|scripts)\.\w+", node.value):
+            found.add(node.value)
+    return found
+
+
 def _imports(module: str, source: str | None = None) -> set[str]:
     """The course modules ``module`` imports (its file, or ``source``), in any way a reading of
     its code can see."""
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text() if source is None else source)
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 1:  # from . import x / from .x import y
-                found.update([node.module] if node.module else [a.name for a in node.names])
-            elif node.module == "course_utils":
-                found.update(a.name for a in node.names)
-            elif node.module and node.module.startswith("course_utils."):
-                found.add(node.module.split(".")[1])
-        elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("course_utils."))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            found.update(re.findall(r"^course_utils\.(\w+)$", node.value))  # a module named by a string
+    names = _imports_of(PACKAGE / f"{module}.py", source)
+    found = {name.split(".")[1] for name in names if name.startswith("course_utils.")}
     return {name for name in found if name in _modules() and name != module}
 
 
@@ -176,18 +184,6 @@ def _tool_order(package: str) -> list[str]:
     return re.findall(rf"^- ``{package}\.(\w+)``", text, re.M)
 
 
-def _top_imports(path: Path, source: str | None = None) -> set[str]:
-    """Every ``a.b`` module a file imports (top level or inside a function), by its full name."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-    return found
-
-
 @pytest.mark.parametrize("package", TOOL_PACKAGES)
 def test_a_tool_package_lists_every_module_once(package):
     listed = _tool_order(package)
@@ -200,7 +196,7 @@ def test_a_tool_package_imports_run_down_its_list(package):
     order = _tool_order(package)
     wrong = []
     for rank, module in enumerate(order):
-        for name in _top_imports(ROOT / package / f"{module}.py"):
+        for name in _imports_of(ROOT / package / f"{module}.py"):
             parts = name.split(".")
             if parts[0] == package and len(parts) > 1 and parts[1] in order and order.index(parts[1]) >= rank:
                 wrong.append(f"{package}.{module} imports {package}.{parts[1]}")
@@ -213,7 +209,7 @@ def test_the_parts_of_the_repository_import_one_way(part):
     other or scripts; scripts may use them all."""
     others = set(MAY_IMPORT) - {part} - MAY_IMPORT[part]
     wrong = sorted(f"{p.relative_to(ROOT)}: {name}" for p in (ROOT / part).rglob("*.py")
-                   for name in _top_imports(p) if name.split(".")[0] in others)
+                   for name in _imports_of(p) if name.split(".")[0] in others)
     assert not wrong, wrong
 
 
@@ -221,7 +217,7 @@ def test_the_tool_checks_see_a_wrong_import():
     """Both readings find an import that runs the wrong way (they would pass vacuously otherwise)."""
     probe = "\n\ndef _probe():\n    from grader.batch import grade_folder\n    import bench.cli\n"
     cells = (ROOT / "grader" / "cells.py").read_text()
-    assert {"grader.batch", "bench.cli"} <= _top_imports(ROOT / "grader" / "cells.py", cells + probe)
+    assert {"grader.batch", "bench.cli"} <= _imports_of(ROOT / "grader" / "cells.py", cells + probe)
     assert _tool_order("grader")[0] == "cells" and _tool_order("grader").index("batch") > 0
 
 
@@ -229,7 +225,7 @@ def test_the_grader_is_drawn_as_it_imports():
     """The grader's picture in the document: every arrow an import inside the package, every
     such import an arrow."""
     order = _tool_order("grader")
-    actual = {m: {name.split(".")[1] for name in _top_imports(ROOT / "grader" / f"{m}.py")
+    actual = {m: {name.split(".")[1] for name in _imports_of(ROOT / "grader" / f"{m}.py")
                   if name.startswith("grader.") and name.split(".")[1] in order} for m in order}
     drawn = _drawn_imports(1, order)
     assert drawn == actual, {m: (sorted(drawn[m] - actual[m]), sorted(actual[m] - drawn[m]))
