@@ -24,6 +24,9 @@ from scripts.kernel_sockets import use_unix_sockets  # noqa: E402
 
 use_unix_sockets()   # kernels started side by side cannot pick the same TCP port (see the module)
 
+# where the time goes: CPU seconds per file (notebooks too), printed at the end of every run
+pytest_plugins = ["scripts.cpu_by_file"]
+
 
 if os.environ["COURSE_DEVICE"].strip().lower() == "check":
     # the device check (course_utils/devicecheck.py) is process-wide once on: switch it on
@@ -69,17 +72,18 @@ def padded_batch(small_synthetic):
 
 # ---- scheduling: longest files first, so that the xdist workers finish together ----------
 
-#: Rough seconds per file on one thread of the 2-core CI machine (measured with --durations;
-#: a file not listed counts as cheap). With --dist loadfile --no-loadscope-reorder (Makefile)
-#: each worker takes the next file in this order when it is free: longest first.
+#: Seconds per file in `make test` on the 2-core CI machine (a 2-core AMD EPYC, 2026-11-27: the
+#: wall column of the summary that scripts/cpu_by_file.py prints; a file not listed counts as
+#: cheap). With --dist loadfile --no-loadscope-reorder (Makefile) each worker takes the next file
+#: in this order when it is free: longest first, so that the two finish together.
 EXPECTED_SECONDS = {
-    "05_bert.ipynb": 230, "test_browser_lab_b.py": 150, "test_browser_lab_c.py": 140,
-    "test_browser_lab_a.py": 130, "04_transformer.ipynb": 128, "test_assignments.py": 220, "test_grader_sandbox.py": 70,
-    "01_seq2seq_bottleneck.ipynb": 108, "03_convs2s.ipynb": 86, "08_vision_transformer.ipynb": 80,
-    "07_gpt.ipynb": 78, "test_gpt.py": 12, "test_grader_calls.py": 25, "test_grader_redteam.py": 20,
-    "02_bahdanau_attention.ipynb": 110, "test_slides.py": 46, "test_book.py": 70, "06_bpe.ipynb": 38,
-    "test_foreign_arithmetic.py": 20, "test_run_full.py": 18, "test_runtime.py": 13, "test_vit.py": 13,
-    "test_decoding.py": 12, "test_bench.py": 12, "test_exercises.py": 12, "00_welcome.ipynb": 11,
+    "05_bert.ipynb": 437, "test_assignments.py": 398, "08_vision_transformer.ipynb": 311,
+    "04_transformer.ipynb": 291, "02_bahdanau_attention.ipynb": 265, "01_seq2seq_bottleneck.ipynb": 247,
+    "test_browser_lab_c.py": 203, "test_grader_redteam.py": 191, "test_browser_lab_b.py": 178,
+    "test_browser_lab_a.py": 177, "03_convs2s.ipynb": 116, "07_gpt.ipynb": 101, "06_bpe.ipynb": 93,
+    "test_grader_sandbox.py": 87, "test_book.py": 83, "test_slides.py": 78, "test_grader_calls.py": 48,
+    "test_run_full.py": 34, "test_devicecheck.py": 33, "test_bench.py": 22, "test_runtime.py": 20,
+    "test_foreign_arithmetic.py": 18, "test_decoding.py": 18, "00_welcome.ipynb": 12,
     "test_full_profile_smoke.py": 5,   # skipped when the browser test runs the full profile...
 }
 if not os.path.exists(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")):

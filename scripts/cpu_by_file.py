@@ -1,0 +1,121 @@
+"""A pytest plugin: where a test run's time goes, in CPU seconds per test file.
+
+``--durations`` gives wall seconds, which on a machine that two workers keep busy say more
+about what ran beside a test than about the test: a notebook cell whose kernel shared a core
+with a browser looks three times as slow as it is. This plugin counts, for each file, the CPU
+time of the pytest process and of the processes it started and waited for (nbval's kernels,
+the browser test's JupyterLab and Chromium, the grader's sandboxes, subprocesses), and prints
+the files that cost most, the total, and what the whole machine did over the run (busy CPU
+seconds against the cores times the wall time, from ``/proc/stat`` where there is one): when
+the machine was busy throughout, the wall time cannot fall below the CPU work divided by the
+cores, whatever the scheduling.
+
+Loaded by tests/conftest.py (so by every ``make test``); works with and without pytest-xdist
+(each worker counts its own files and hands them to the controller). Not counted: processes
+that outlive their test or are never waited for (a double-forked daemon), which the machine's
+total still includes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+
+import pytest
+
+#: files printed in the summary (the rest are summed in one line)
+TOP = 15
+
+_by_file: dict[str, list[float]] = {}   # file -> [cpu seconds, wall seconds, tests]
+_machine_start: tuple[float, float] | None = None
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of the children it has waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def machine_busy_seconds() -> float | None:
+    """CPU seconds every core of the machine spent not idle since boot (Linux), or None."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)        # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")     # user ... steal
+
+
+def _file_of(item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    # setup, call and teardown (a module's fixtures are torn down in its last test's teardown)
+    cpu, wall = cpu_seconds(), time.perf_counter()
+    yield
+    entry = _by_file.setdefault(_file_of(item), [0.0, 0.0, 0])
+    entry[0] += cpu_seconds() - cpu
+    entry[1] += time.perf_counter() - wall
+    entry[2] += 1
+
+
+def pytest_sessionstart(session):
+    global _machine_start
+    busy = machine_busy_seconds()
+    _machine_start = None if busy is None else (busy, time.perf_counter())
+
+
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)   # an xdist worker: hand it on
+    if workeroutput is not None:
+        workeroutput["cpu_by_file"] = json.dumps(_by_file)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """(the xdist controller) a worker's counts, added to the controller's."""
+    for name, (cpu, wall, tests) in json.loads(getattr(node, "workeroutput", {}).get("cpu_by_file", "{}")).items():
+        entry = _by_file.setdefault(name, [0.0, 0.0, 0])
+        entry[0] += cpu
+        entry[1] += wall
+        entry[2] += tests
+
+
+def summary_lines(by_file: dict[str, list[float]], top: int = TOP,
+                  machine: tuple[float, float, int] | None = None) -> list[str]:
+    """The summary's lines: the ``top`` files by CPU seconds, the rest in one line, the
+    total, and (``machine``: busy CPU seconds, wall seconds, cores) the whole machine."""
+    ranked = sorted(by_file.items(), key=lambda kv: -kv[1][0])
+    lines = [f"{'CPU s':>7} {'wall s':>7} {'tests':>5}  file"]
+    for name, (cpu, wall, tests) in ranked[:top]:
+        lines.append(f"{cpu:7.0f} {wall:7.0f} {tests:5d}  {name}")
+    rest = ranked[top:]
+    if rest:
+        lines.append(f"{sum(v[0] for _, v in rest):7.0f} {sum(v[1] for _, v in rest):7.0f} "
+                     f"{sum(int(v[2]) for _, v in rest):5d}  the other {len(rest)} files")
+    notebooks = sum(v[0] for name, v in ranked if name.endswith(".ipynb"))
+    total = sum(v[0] for _, v in ranked)
+    lines.append(f"{total:7.0f} {sum(v[1] for _, v in ranked):7.0f} {sum(int(v[2]) for _, v in ranked):5d}  "
+                 f"in all ({notebooks:.0f} CPU s of it in notebooks)")
+    if machine is not None:
+        busy, wall, cores = machine
+        lines.append(f"the machine (anything else it ran included): {busy:.0f} CPU s busy of {cores} cores x "
+                     f"{wall:.0f} s = {cores * wall:.0f} ({busy / max(cores * wall, 1e-9):.0%} busy)")
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not _by_file or getattr(config, "workeroutput", None) is not None:
+        return
+    machine = None
+    busy = machine_busy_seconds()
+    if busy is not None and _machine_start is not None:
+        machine = (busy - _machine_start[0], time.perf_counter() - _machine_start[1], os.cpu_count() or 1)
+    terminalreporter.write_sep("=", "where the time went: CPU seconds per file (tests and the processes they waited for)")
+    for line in summary_lines(_by_file, machine=machine):
+        terminalreporter.write_line(line)
