@@ -73,7 +73,10 @@ lab: $(LAB_STAMP)
 # bits of a training run fails here, as it would on a student's laptop.
 # FOREIGN_ARITHMETIC=strong: unvectorised kernels (moves more bits: for outputs of pre-trained
 # models and fits; about 1.1x the notebooks' time); FOREIGN_ARITHMETIC=0: native.
-# Results the notebooks save go to a copy (build/test/results), never into results/. Files run longest first (tests/conftest.py) so that the two workers finish together.
+# Results the notebooks save go to a copy (build/test/results), never into results/. Files run
+# longest first (tests/conftest.py) so that the two workers finish together. At the end: the 15
+# slowest tests in wall seconds, then each file's CPU seconds, kernels and browsers included
+# (scripts/cpu_by_file.py).
 NBVAL_ARGS = --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 FOREIGN_ARITHMETIC ?= 1
 FOREIGN_FLAG = $(if $(filter strong,$(FOREIGN_ARITHMETIC)),--strong,)
