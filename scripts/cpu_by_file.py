@@ -6,24 +6,31 @@ with a browser looks three times as slow as it is. This plugin counts, for each 
 time of the pytest process and of the processes it started and waited for (nbval's kernels,
 the browser test's JupyterLab and Chromium, the grader's sandboxes, subprocesses), and prints
 the files that cost most, the total, and what the whole machine did over the run (busy CPU
-seconds against the cores times the wall time, from ``/proc/stat`` where there is one): when
-the machine was busy throughout, the wall time cannot fall below the CPU work divided by the
-cores, whatever the scheduling.
+seconds against the cores times the wall time, from ``/proc/stat`` where there is one): the
+wall time is never less than the CPU work divided by the cores, and when the machine was busy
+throughout it is about that, so only less work shortens it.
 
-Loaded by tests/conftest.py (so by every ``make test``); works with and without pytest-xdist
-(each worker counts its own files and hands them to the controller). Not counted: processes
-that outlive their test or are never waited for (a double-forked daemon), which the machine's
-total still includes.
+Loaded by tests/conftest.py, so by every run of the tests folder (``make test``, ``make unit``;
+not ``make nbval``, which runs notebooks/ alone); works with and without pytest-xdist (each
+worker counts its own files and hands them to the controller). A child process counts when it
+is waited for, for the file whose test was running then (a module's fixtures are torn down in
+its last test). Not counted: processes never waited for (a double-forked daemon, Chromium's
+helpers), collection and each worker's start-up, the xdist controller; the machine's total
+includes them. Does nothing where there is no ``resource`` module (Windows).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
 import time
 
 import pytest
+
+try:
+    import resource
+except ImportError:   # Windows: nothing is counted, nothing printed
+    resource = None
 
 #: files printed in the summary (the rest are summed in one line)
 TOP = 15
@@ -38,15 +45,18 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def machine_busy_seconds() -> float | None:
-    """CPU seconds every core of the machine spent not idle since boot (Linux), or None."""
+def machine_busy_seconds(stat: str = "/proc/stat") -> float | None:
+    """CPU seconds the machine's cores spent working since boot (Linux: user, nice, system, irq
+    and softirq; not idle, iowait, or steal, the time the host gave other guests), or None."""
     try:
-        with open("/proc/stat") as f:
+        with open(stat) as f:
             fields = [int(v) for v in f.readline().split()[1:]]
     except (OSError, ValueError):
         return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)        # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")     # user ... steal
+    if len(fields) < 7:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def _file_of(item) -> str:
@@ -55,7 +65,11 @@ def _file_of(item) -> str:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    # setup, call and teardown (a module's fixtures are torn down in its last test's teardown)
+    # setup, call and teardown (a module's fixtures are torn down in its last test's teardown; a
+    # session fixture is set up in the first test that asks for it, torn down in the last test)
+    if resource is None:
+        yield
+        return
     cpu, wall = cpu_seconds(), time.perf_counter()
     yield
     entry = _by_file.setdefault(_file_of(item), [0.0, 0.0, 0])
@@ -66,6 +80,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 def pytest_sessionstart(session):
     global _machine_start
+    _by_file.clear()   # a second session in the same process starts from nothing
     busy = machine_busy_seconds()
     _machine_start = None if busy is None else (busy, time.perf_counter())
 
@@ -78,8 +93,9 @@ def pytest_sessionfinish(session):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
-    """(the xdist controller) a worker's counts, added to the controller's."""
-    for name, (cpu, wall, tests) in json.loads(getattr(node, "workeroutput", {}).get("cpu_by_file", "{}")).items():
+    """(the xdist controller) a worker's counts, added to the controller's, once: xdist calls
+    this twice for a worker that was interrupted, with the same output."""
+    for name, (cpu, wall, tests) in json.loads(getattr(node, "workeroutput", {}).pop("cpu_by_file", "{}")).items():
         entry = _by_file.setdefault(name, [0.0, 0.0, 0])
         entry[0] += cpu
         entry[1] += wall
@@ -91,24 +107,26 @@ def summary_lines(by_file: dict[str, list[float]], top: int = TOP,
     """The summary's lines: the ``top`` files by CPU seconds, the rest in one line, the
     total, and (``machine``: busy CPU seconds, wall seconds, cores) the whole machine."""
     ranked = sorted(by_file.items(), key=lambda kv: -kv[1][0])
-    lines = [f"{'CPU s':>7} {'wall s':>7} {'tests':>5}  file"]
+    lines = [f"{'CPU s':>7} {'wall s':>7} {'tests':>5}  file (wall s: summed over the workers; a notebook's tests are its cells)"]
     for name, (cpu, wall, tests) in ranked[:top]:
         lines.append(f"{cpu:7.0f} {wall:7.0f} {tests:5d}  {name}")
     rest = ranked[top:]
     if rest:
         lines.append(f"{sum(v[0] for _, v in rest):7.0f} {sum(v[1] for _, v in rest):7.0f} "
-                     f"{sum(int(v[2]) for _, v in rest):5d}  the other {len(rest)} files")
+                     f"{sum(int(v[2]) for _, v in rest):5d}  the other {len(rest)} file{'s' * (len(rest) > 1)}")
     notebooks = sum(v[0] for name, v in ranked if name.endswith(".ipynb"))
     total = sum(v[0] for _, v in ranked)
     lines.append(f"{total:7.0f} {sum(v[1] for _, v in ranked):7.0f} {sum(int(v[2]) for _, v in ranked):5d}  "
                  f"in all ({notebooks:.0f} CPU s of it in notebooks)")
     if machine is not None:
         busy, wall, cores = machine
+        wall = round(wall)
         lines.append(f"the machine (anything else it ran included): {busy:.0f} CPU s busy of {cores} cores x "
-                     f"{wall:.0f} s = {cores * wall:.0f} ({busy / max(cores * wall, 1e-9):.0%} busy)")
+                     f"{wall} s = {cores * wall} CPU s ({busy / max(cores * wall, 1):.0%} busy)")
     return lines
 
 
+@pytest.hookimpl(trylast=True)   # after --durations
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not _by_file or getattr(config, "workeroutput", None) is not None:
         return

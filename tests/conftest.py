@@ -24,7 +24,7 @@ from scripts.kernel_sockets import use_unix_sockets  # noqa: E402
 
 use_unix_sockets()   # kernels started side by side cannot pick the same TCP port (see the module)
 
-# where the time goes: CPU seconds per file (notebooks too), printed at the end of every run
+# where the time goes: CPU seconds per file (notebooks too), printed at the end of a run
 pytest_plugins = ["scripts.cpu_by_file"]
 
 
@@ -72,9 +72,8 @@ def padded_batch(small_synthetic):
 
 # ---- scheduling: longest files first, so that the xdist workers finish together ----------
 
-#: Seconds per file in `make test` on the 2-core CI machine (a 2-core AMD EPYC, 2026-11-27: the
-#: wall column of the summary that scripts/cpu_by_file.py prints; a file not listed counts as
-#: cheap). With --dist loadfile --no-loadscope-reorder (Makefile) each worker takes the next file
+#: Wall seconds per file in `make test` on the CI machine, a 2-core AMD EPYC (2026-11-27, from
+#: the summary that scripts/cpu_by_file.py prints). A file not listed counts as cheap. With --dist loadfile --no-loadscope-reorder (Makefile) each worker takes the next file
 #: in this order when it is free: longest first, so that the two finish together.
 EXPECTED_SECONDS = {
     "05_bert.ipynb": 437, "test_assignments.py": 398, "08_vision_transformer.ipynb": 311,
