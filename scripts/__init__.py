@@ -2,6 +2,6 @@
 checks of installs, devices and arithmetic), each run as ``python scripts/<name>.py`` or by a
 ``make`` target, three modules they and the tests share (``_shipping``, ``kernel_sockets``,
 ``softassert``) and a pytest plugin the tests load (``cpu_by_file``). A package only so that the
-tests and the tools import each other by name (``from scripts import run_full``) with no ``sys.path`` edits: ``pip install -e .`` puts the
-project folder on ``sys.path``. The benchmark and the grader are packages of their own
+tests and the tools import each other by name (``from scripts import run_full``) with no
+``sys.path`` edits: ``pip install -e .`` puts the project folder on ``sys.path``. The benchmark and the grader are packages of their own
 (``bench``, ``grader``)."""

@@ -59,8 +59,11 @@ def machine_busy_seconds(stat: str = "/proc/stat") -> float | None:
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
-def _file_of(item) -> str:
-    return item.nodeid.split("::")[0]
+def _add(name: str, cpu: float, wall: float, tests: int) -> None:
+    entry = _by_file.setdefault(name, [0.0, 0.0, 0])
+    entry[0] += cpu
+    entry[1] += wall
+    entry[2] += tests
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -72,10 +75,7 @@ def pytest_runtest_protocol(item, nextitem):
         return
     cpu, wall = cpu_seconds(), time.perf_counter()
     yield
-    entry = _by_file.setdefault(_file_of(item), [0.0, 0.0, 0])
-    entry[0] += cpu_seconds() - cpu
-    entry[1] += time.perf_counter() - wall
-    entry[2] += 1
+    _add(item.nodeid.split("::")[0], cpu_seconds() - cpu, time.perf_counter() - wall, 1)
 
 
 def pytest_sessionstart(session):
@@ -95,11 +95,8 @@ def pytest_sessionfinish(session):
 def pytest_testnodedown(node, error):
     """(the xdist controller) a worker's counts, added to the controller's, once: xdist calls
     this twice for a worker that was interrupted, with the same output."""
-    for name, (cpu, wall, tests) in json.loads(getattr(node, "workeroutput", {}).pop("cpu_by_file", "{}")).items():
-        entry = _by_file.setdefault(name, [0.0, 0.0, 0])
-        entry[0] += cpu
-        entry[1] += wall
-        entry[2] += tests
+    for name, counts in json.loads(getattr(node, "workeroutput", {}).pop("cpu_by_file", "{}")).items():
+        _add(name, *counts)
 
 
 def summary_lines(by_file: dict[str, list[float]], top: int = TOP,

@@ -73,8 +73,9 @@ def padded_batch(small_synthetic):
 # ---- scheduling: longest files first, so that the xdist workers finish together ----------
 
 #: Wall seconds per file in `make test` on the CI machine, a 2-core AMD EPYC (2026-11-27, from
-#: the summary that scripts/cpu_by_file.py prints). A file not listed counts as cheap. With --dist loadfile --no-loadscope-reorder (Makefile) each worker takes the next file
-#: in this order when it is free: longest first, so that the two finish together.
+#: the summary that scripts/cpu_by_file.py prints). A file not listed counts as cheap. With
+#: --dist loadfile --no-loadscope-reorder (Makefile) each worker takes the next file in this
+#: order when it is free: longest first, so that the two finish together.
 EXPECTED_SECONDS = {
     "05_bert.ipynb": 437, "test_assignments.py": 398, "08_vision_transformer.ipynb": 311,
     "04_transformer.ipynb": 291, "02_bahdanau_attention.ipynb": 265, "01_seq2seq_bottleneck.ipynb": 247,
