@@ -10,7 +10,7 @@ seconds against the cores times the wall time, from ``/proc/stat`` where there i
 wall time is never less than the CPU work divided by the cores, and when the machine was busy
 throughout it is about that, so only less work shortens it.
 
-Loaded by tests/conftest.py, so by every run of the tests folder (``make test``, ``make unit``;
+Loaded by tests/conftest.py, so by every run of the tests folder (``make test``, ``make integration``, ``make unit``;
 not ``make nbval``, which runs notebooks/ alone); works with and without pytest-xdist (each
 worker counts its own files and hands them to the controller). A child process counts when it
 is waited for, for the file whose test was running then (a module's fixtures are torn down in

@@ -1,5 +1,5 @@
 """Print environment settings that put PyTorch on a floating-point path other than this
-machine's native one (``make test`` runs every test and notebook under them).
+machine's native one (``make test`` and ``make integration`` run every test and notebook under them).
 
 Why: the notebooks are stored executed, on the native path of whoever ran
 ``make notebooks``. A printed number that depends on the last bits of a training run or a

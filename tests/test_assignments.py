@@ -117,6 +117,7 @@ def test_training_assignments_ship_a_small_checkpoint_and_a_flag(name):
         assert state["extra"]["tgt_vocab"][:4] == ["<pad>", "<sos>", "<eos>", "<unk>"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", TRAINED)  # a3: alice of the mixed folder below
 def test_source_notebook_passes_all_its_tests(name, tmp_path):
     nb = _source(name)
@@ -126,7 +127,7 @@ def test_source_notebook_passes_all_its_tests(name, tmp_path):
     for checkpoint in grader_cells.reference_checkpoints(SOURCE, name):
         (tmp_path / checkpoint.name).write_bytes(checkpoint.read_bytes())
     # under the device check (COURSE_DEVICE=check: a CUDA GPU pretended on the CPU, the fast
-    # profile kept): this run is also the assignment's device check in `make test`
+    # profile kept): this run is also the assignment's device check in `make integration`
     grader_sandbox.execute(nb, tmp_path, 600, env={**grader_run.GRADING_ENV, "COURSE_DEVICE": "check"})
     errors = [(c.id, o.ename, o.evalue[:200]) for c in nb.cells if c.cell_type == "code"
               for o in c.outputs if o.output_type == "error"]
@@ -177,6 +178,7 @@ def test_release_has_stubs_no_solutions_and_no_hidden_tests(name):
     assert grader_cells.points(released) == grader_cells.points(source)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", NAMES)
 def test_released_notebook_runs_up_to_the_first_stub(name, tmp_path):
     import os
@@ -250,6 +252,7 @@ def test_assembly_trusts_only_the_answer_cells():
     assert [c.id for c in out.nb.cells] == [c.id for c in _source("a2_transformer").cells]
 
 
+@pytest.mark.integration  # grades: needs bubblewrap
 def test_bad_submissions_get_a_clear_error(tmp_path, capsys):
     with pytest.raises(grader_cells.AssignmentError, match="does not exist"):
         grader_run.grade(tmp_path / "missing.ipynb")
@@ -644,6 +647,7 @@ def graded_class(tmp_path_factory, grading_alone):
         return folder, before, path, rows, time.perf_counter() - start
 
 
+@pytest.mark.integration
 def test_a_folder_of_mixed_submissions_gives_the_expected_csv(graded_class):
     folder, before, path, rows, seconds = graded_class
     print(f"graded {len(rows)} submissions in {seconds:.0f} s")
@@ -668,6 +672,7 @@ def test_a_folder_of_mixed_submissions_gives_the_expected_csv(graded_class):
         assert f"**{most:g} / {most:g} points**" in summary[correct] and f"**0 / {most:g} points**" in summary[stub]
 
 
+@pytest.mark.integration
 def test_a_last_cell_cut_by_the_time_limit_is_the_time_limit(tmp_path):
     """A cell that the time limit interrupts reads as the limit, not as the student's own
     KeyboardInterrupt, also when it is the notebook's last (no cell after it says 'not run').
@@ -684,6 +689,7 @@ def test_a_last_cell_cut_by_the_time_limit_is_the_time_limit(tmp_path):
     assert error.ename == grader_sandbox.TIME_LIMIT_ERROR and "time limit" in error.evalue
 
 
+@pytest.mark.integration  # grades: needs bubblewrap
 def test_grading_a_folder_again_gives_the_same_csv(tmp_path, capsys):
     """What grading writes (grades.csv, feedback/) and hidden folders are not submissions;
     entries that cannot be graded never stop the batch (no kernel is started here: the
@@ -719,6 +725,7 @@ NBGRADER_PAIRS = {"a3_bpe": ("alice", "bob"), **{name: pair for pair, (name, _, 
 SLOW_AUTOGRADE = {("a4_bert", "ivy"), ("a5_gpt", "kim")}
 
 
+@pytest.mark.integration
 @pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")  # nbgrader's own, with SQLAlchemy 2
 @pytest.mark.parametrize("name, student", [
     pytest.param(name, student, marks=pytest.mark.skipif(

@@ -64,6 +64,7 @@ def _render(tmp_path, html, *flags):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=str(missing_browser()))
 def test_views_render_in_headless_chromium_with_the_network_off(tmp_path):
     page = viz.standalone_html(viz.head_view(_attention(), TOKENS), viz.model_view(_attention(), TOKENS))

@@ -66,6 +66,13 @@ def test_makefile_installs_torch_first_then_everything_under_constraints():
         assert re.search(r"\$\((LAB_)?STAMP\)", line), f"`make {target[:-1]}` must depend on the install step"
 
 
-def test_ci_script_runs_make_test():
+def test_ci_script_runs_both_tiers_and_they_split_the_tests_by_the_integration_mark():
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "make test" in ci
+    assert ci.index("make test") < ci.index("make integration")
+    assert "make integration ||" in ci, "the second tier runs even when the first failed"
+    makefile = (ROOT / "Makefile").read_text()
+    assert '$(call tier,not integration,$(NBVAL_ARGS) tests notebooks)' in makefile
+    assert '$(call tier,integration,tests)' in makefile
+    ini = _pyproject()["tool"]["pytest"]["ini_options"]
+    assert "--strict-markers" in ini["addopts"], "a misspelt mark must fail, not fall into `make test`"
+    assert any(m.startswith("integration:") for m in ini["markers"])

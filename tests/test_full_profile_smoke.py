@@ -54,6 +54,8 @@ from browser import BROWSER_STEPS, SMOKE_EVAL as BROWSER_SMOKE_EVAL, runs_full_p
 assert (BROWSER_STEPS, BROWSER_SMOKE_EVAL) == (SMOKE_STEPS, SMOKE_EVAL) or not runs_full_profile_smoke(), \
     "the browser run replaces this test only with the same step cap"
 
+pytestmark = pytest.mark.integration  # `make integration` (Makefile)
+
 REPORT = 'import json as _json; print("SMOKE-SOFT-ASSERTS " + _json.dumps(_smoke_failed_asserts))'
 
 

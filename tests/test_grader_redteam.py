@@ -26,6 +26,8 @@ from grader import verdicts as grader_verdicts
 from test_grader_calls import IN_PLACE_MASK, MASK_QUESTIONS, QKV, _checks, _namespace, _replace
 from test_grader_calls import _grading_device  # noqa: F401  (autouse: the grader's device, the CPU)
 
+pytestmark = pytest.mark.integration  # `make integration` (Makefile)
+
 
 ROOT = T.ROOT
 

@@ -29,8 +29,9 @@ ROOT, SOURCE, RELEASE = T.ROOT, T.SOURCE, T.RELEASE
 TIME_LIMIT = 180  # seconds per submission (each runs in 5-50 s on a busy 2-core Xeon, up to twice that on a
 # loaded 2-core AMD EPYC; none needs the limit, so a wide one costs nothing)
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                reason="bubblewrap is missing: apt-get install bubblewrap")
+pytestmark = [pytest.mark.integration,  # `make integration` (Makefile)
+              pytest.mark.skipif(shutil.which("bwrap") is None,
+                                 reason="bubblewrap is missing: apt-get install bubblewrap")]
 
 
 def _release(name, **answers):

@@ -148,7 +148,7 @@ def test_make_lab_installs_the_lab_extra_only_and_serves_notebooks_and_assignmen
     assert (ROOT / "notebooks" / "00_welcome.ipynb").exists() and any((ROOT / "assignments" / "release").glob("*/*.ipynb"))
     # lecturers ask for the grading tools; every other target installs everything
     assert re.findall(r'-e "\.\[([^\]]*)\]"', _make_dry_run("lab", "EXTRAS=lab,test")) == ["lab,test"]
-    for target in ("test", "nbval", "unit"):
+    for target in ("test", "integration", "nbval", "unit"):
         assert re.findall(r'-e "\.\[([^\]]*)\]"', _make_dry_run(target)) == ["lab,test,book"], target
 
 
@@ -208,6 +208,7 @@ def test_a_bertviz_view_names_itself_in_plain_text_and_carries_a_note_for_untrus
         assert view.data.index(NOTE) < view.data.index(f'id="bertviz-course-{n}"')
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=str(missing_browser()))
 def test_the_note_shows_without_scripts_and_goes_when_the_view_draws(tmp_path, monkeypatch):
     import torch

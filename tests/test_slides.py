@@ -17,6 +17,7 @@ import browser
 
 REPO = browser.REPO
 NOTEBOOKS = sorted(browser.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+pytestmark = pytest.mark.integration  # `make integration` (Makefile)
 needs_browser = pytest.mark.skipif(bool(browser.missing_browser()), reason=str(browser.missing_browser()))
 
 
