@@ -35,6 +35,35 @@ if os.environ["COURSE_DEVICE"].strip().lower() == "check":
     get_device()
 
 
+# ---- the two tiers: `make test` starts no browser and no sandbox ---------------------------
+
+#: programs that only tests marked ``integration`` may start (`make integration`, pyproject.toml):
+#: `make test` needs nothing but pip's packages, and stays within its time
+INTEGRATION_PROGRAMS = {"bwrap", "chromium", "chromium-browser", "chrome", "run-driver"}  # run-driver: Playwright's
+
+
+@pytest.fixture(autouse=True)
+def _tier(request, monkeypatch):
+    """A test not marked ``integration`` that starts bubblewrap, Chromium or Playwright fails,
+    naming the mark it needs (the process is never started)."""
+    if request.node.get_closest_marker("integration"):
+        yield
+        return
+    import subprocess
+    real = subprocess.Popen.__init__
+
+    def refuse(self, args, *more, **kwargs):
+        argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+        started = {os.path.basename(os.fsdecode(a)) for a in argv if isinstance(a, (str, bytes, os.PathLike))}
+        if started & INTEGRATION_PROGRAMS:
+            raise RuntimeError(f"{request.node.nodeid} starts {sorted(started & INTEGRATION_PROGRAMS)[0]}: "
+                               "mark it @pytest.mark.integration (it then runs in `make integration`, "
+                               "not in `make test`)")
+        real(self, args, *more, **kwargs)
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    yield
+
+
 @pytest.fixture(scope="session")
 def device():
     """The device the package would use (``runtime.get_device()``): the CPU by default (set
@@ -72,26 +101,31 @@ def padded_batch(small_synthetic):
 
 # ---- scheduling: longest files first, so that the xdist workers finish together ----------
 
-#: Wall seconds per file in `make test` on the CI machine, a 2-core AMD EPYC (2026-11-27, from
-#: the summary that scripts/cpu_by_file.py prints). A file not listed counts as cheap. With
-#: --dist loadfile --no-loadscope-reorder (Makefile) each worker takes the next file in this
-#: order when it is free: longest first, so that the two finish together.
+#: Wall seconds per file in `make test` and `make integration` on a 2-core AMD EPYC with AVX-512
+#: (2026-12-01, from the summary that scripts/cpu_by_file.py prints). A file not listed counts as
+#: cheap. With --dist loadfile --no-loadscope-reorder (Makefile) each worker takes the next file
+#: in this order when it is free: longest first, so that the two finish together.
 EXPECTED_SECONDS = {
-    "05_bert.ipynb": 437, "test_assignments.py": 398, "08_vision_transformer.ipynb": 311,
-    "04_transformer.ipynb": 291, "02_bahdanau_attention.ipynb": 265, "01_seq2seq_bottleneck.ipynb": 247,
-    "test_browser_lab_c.py": 203, "test_grader_redteam.py": 191, "test_browser_lab_b.py": 178,
-    "test_browser_lab_a.py": 177, "03_convs2s.ipynb": 116, "07_gpt.ipynb": 101, "06_bpe.ipynb": 93,
-    "test_grader_sandbox.py": 87, "test_book.py": 83, "test_slides.py": 78, "test_grader_calls.py": 48,
-    "test_run_full.py": 34, "test_devicecheck.py": 33, "test_bench.py": 22, "test_runtime.py": 20,
-    "test_foreign_arithmetic.py": 18, "test_decoding.py": 18, "00_welcome.ipynb": 12,
-    "test_full_profile_smoke.py": 5,   # skipped when the browser test runs the full profile...
+    # make test
+    "05_bert.ipynb": 262, "01_seq2seq_bottleneck.ipynb": 134, "02_bahdanau_attention.ipynb": 129,
+    "08_vision_transformer.ipynb": 127, "04_transformer.ipynb": 114, "03_convs2s.ipynb": 60,
+    "07_gpt.ipynb": 54, "06_bpe.ipynb": 50, "test_grader_calls.py": 34, "test_run_full.py": 23,
+    "test_devicecheck.py": 21, "test_runtime.py": 15, "test_bench.py": 14, "test_foreign_arithmetic.py": 13,
+    "test_assignments.py": 13, "00_welcome.ipynb": 8,
+}
+#: the same for `make integration` (-m integration)
+INTEGRATION_SECONDS = {
+    "test_assignments.py": 364, "test_grader_redteam.py": 239, "test_browser_lab_a.py": 160, "test_browser_lab_c.py": 158,
+    "test_browser_lab_b.py": 137, "test_slides.py": 83, "test_book.py": 72, "test_grader_sandbox.py": 61,
+    "test_full_profile_smoke.py": 0,   # skipped when the browser test runs the full profile...
 }
 if not os.path.exists(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")):
-    EXPECTED_SECONDS["test_full_profile_smoke.py"] = 150   # ...which it cannot without Chromium
+    INTEGRATION_SECONDS["test_full_profile_smoke.py"] = 150   # ...which it cannot without Chromium
 
 
 def pytest_collection_modifyitems(session, config, items):
-    items.sort(key=lambda item: -EXPECTED_SECONDS.get(Path(str(item.fspath)).name, 0))  # stable
+    expected = INTEGRATION_SECONDS if config.option.markexpr.strip() == "integration" else EXPECTED_SECONDS
+    items.sort(key=lambda item: -expected.get(Path(str(item.fspath)).name, 0))  # stable
 
 
 # ---- a failed notebook cell under the foreign arithmetic: say what it means ---------------

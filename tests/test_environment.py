@@ -4,6 +4,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 from packaging.requirements import Requirement
 
@@ -76,3 +77,14 @@ def test_ci_script_runs_both_tiers_and_they_split_the_tests_by_the_integration_m
     ini = _pyproject()["tool"]["pytest"]["ini_options"]
     assert "--strict-markers" in ini["addopts"], "a misspelt mark must fail, not fall into `make test`"
     assert any(m.startswith("integration:") for m in ini["markers"])
+
+
+def test_a_test_outside_the_integration_tier_cannot_start_a_sandbox_or_a_browser(tmp_path):
+    """tests/conftest.py refuses, before the process starts, whichever program only `make
+    integration` may run, by name or behind another command (the grader puts taskset first)."""
+    import subprocess
+    for argv in (["bwrap", "--version"], ["taskset", "--cpu-list", "0", "/usr/bin/bwrap", "true"],
+                 ["/usr/bin/chromium", "--version"], [str(tmp_path / "node"), "cli.js", "run-driver"]):
+        with pytest.raises(RuntimeError, match="mark it @pytest.mark.integration"):
+            subprocess.Popen(argv)
+    assert subprocess.run(["true"]).returncode == 0   # other programs start as before
