@@ -71,9 +71,10 @@ lab: $(LAB_STAMP)
 # `make integration`: the tests marked `integration` (pyproject.toml): the course's tools end to
 # end, which need Chromium or bubblewrap or execute whole notebooks outside nbval: every notebook
 # in JupyterLab (the full profile's smoke kernels under the device check), the decks and the
-# website in Chromium, the assignments' source notebooks, classes graded in sandboxes, the red
-# team of the grader. Run it after changing the grader, an assignment, a widget, the slides or
-# the book; CI runs it on every push, after `make test`.
+# website in Chromium, the assignments' source notebooks (graded in sandboxes, and probed in
+# process by the grader's checks of calls and its red team), 00 in the full profile by `make
+# full`. Run it after changing the grader, an assignment, a widget, the slides or the book; CI
+# runs it on every push, after `make test`.
 # pytest's exit status 5 (no tests collected) is reported but does not fail the target.
 # The guard: everything runs on a floating-point path other than this machine's native one
 # (scripts/foreign_arithmetic.py: one step down, e.g. AVX-512 -> AVX2 kernels, at no cost),

@@ -27,6 +27,8 @@ from grader import verdicts as grader_verdicts
 # first look (watch) the tests take, as one module serves both in a kernel.
 sys.modules.setdefault(grader_sandbox.IN_KERNEL_MODULE, grader_sandbox)
 
+pytestmark = pytest.mark.integration  # the assignments' source notebooks run: `make integration` (Makefile)
+
 
 @pytest.fixture(autouse=True)
 def _grading_device(monkeypatch):

@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.integration  # executes 00 in the full profile: `make integration` (Makefile)
 def test_make_full_writes_copies_and_a_table_and_leaves_the_notebook_alone(tmp_path, device):
     notebook = ROOT / "notebooks" / "00_welcome.ipynb"
     before = notebook.read_bytes()
@@ -84,7 +87,6 @@ def test_jobs_run_at_most_n_at_once_each_after_what_it_reads():
     # one at a time: the order given, nothing beside it
     order = []
     assert [n for n, _ in run_full.schedule(["03_convs2s", "00_welcome"], 1, order.append)] == ["03_convs2s", "00_welcome"]
-    import pytest
     with pytest.raises(ValueError, match="jobs must be a positive int, got 0"):
         run_full.schedule(names, 0, run_one)
 
