@@ -18,7 +18,8 @@ PORT        ?= 8888
 # JupyterLab refuses to run as root unless told (containers, CI machines)
 LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 PYTEST_WORKERS ?= 2
-# More pytest arguments for `make test`, e.g. where the time goes: PYTEST_EXTRA=--junitxml=build/junit.xml
+# More pytest arguments for `make test` and `make integration`, e.g. where the time goes:
+# PYTEST_EXTRA=--junitxml=build/junit.xml (not -m: each tier sets its own)
 PYTEST_EXTRA ?=
 
 BIN   := $(VENV)/bin
@@ -66,15 +67,15 @@ lab: $(LAB_STAMP)
 	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=$(LAB_OPEN) --port=$(PORT) $(LAB_ARGS)
 
 # Two tiers, both run by CI (.ci/run), both in the fast profile on the guard below:
-# `make test`: the unit tests and strict nbval over every notebook (what a change to the package
-# or a notebook needs checked; the goal is 10 minutes on a 2-core machine, issue 39);
+# `make test`: the unit tests and strict nbval over every notebook (the quick loop after a change;
+# the goal is 10 minutes on a 2-core machine, issue 39);
 # `make integration`: the tests marked `integration` (pyproject.toml): the course's tools end to
 # end, which need Chromium or bubblewrap or execute whole notebooks outside nbval: every notebook
 # in JupyterLab (the full profile's smoke kernels under the device check), the decks and the
 # website in Chromium, the assignments' source notebooks (graded in sandboxes, and probed in
 # process by the grader's checks of calls and its red team), 00 in the full profile by `make
-# full`. Run it after changing the grader, an assignment, a widget, the slides or the book; CI
-# runs it on every push, after `make test`.
+# full`. Run it too after changing a notebook (its widgets and its full profile are checked there),
+# the grader, an assignment, the slides or the book; CI (.ci/run) runs it after `make test`.
 # pytest's exit status 5 (no tests collected) is reported but does not fail the target.
 # The guard: everything runs on a floating-point path other than this machine's native one
 # (scripts/foreign_arithmetic.py: one step down, e.g. AVX-512 -> AVX2 kernels, at no cost),
@@ -114,9 +115,9 @@ integration: $(STAMP)
 	@$(FRESH_TEST_RESULTS)
 	@$(call tier,integration,tests)
 
+# `make test` without the notebooks
 unit: $(STAMP)
-	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \
-	    --ignore-glob='tests/test_browser_*.py' tests
+	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -m "not integration" tests
 
 # The unit tests as on a GPU: COURSE_DEVICE=check pretends a CUDA GPU on this CPU, so a test that
 # leaves its model or inputs on the CPU fails as it would on a GPU (tests take the `device` fixture).

@@ -39,29 +39,45 @@ if os.environ["COURSE_DEVICE"].strip().lower() == "check":
 
 #: programs that only tests marked ``integration`` may start (`make integration`, pyproject.toml):
 #: `make test` needs nothing but pip's packages, and stays within its time
-INTEGRATION_PROGRAMS = {"bwrap", "chromium", "chromium-browser", "chrome", "run-driver"}  # run-driver: Playwright's
+INTEGRATION_PROGRAMS = {"bwrap", "chromium", "chromium-browser", "chrome", "google-chrome", "run-driver",
+                        os.path.basename(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium"))}  # run-driver: Playwright's
 
 
-@pytest.fixture(autouse=True)
-def _tier(request, monkeypatch):
-    """A test not marked ``integration`` that starts bubblewrap, Chromium or Playwright fails,
-    naming the mark it needs (the process is never started)."""
-    if request.node.get_closest_marker("integration"):
+def _programs(args, kwargs) -> set[str]:
+    """The names of the programs a ``subprocess.Popen(args, **kwargs)`` would start: the
+    command's words that are not options (so also a program behind taskset or prlimit)."""
+    import shlex
+    if isinstance(args, (str, bytes, os.PathLike)):
+        args = shlex.split(os.fsdecode(args)) if kwargs.get("shell") else [args]
+    words = [os.fsdecode(a) for a in args if isinstance(a, (str, bytes, os.PathLike))]
+    if kwargs.get("executable") is not None:
+        words.append(os.fsdecode(kwargs["executable"]))
+    return {os.path.basename(w) for w in words if not w.startswith("-")}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A test not marked ``integration`` (its fixtures' set-up and tear-down included) that
+    starts bubblewrap, Chromium or Playwright fails, naming the mark it needs; the process is
+    never started."""
+    if not isinstance(item, pytest.Function) or item.get_closest_marker("integration"):
         yield
         return
     import subprocess
     real = subprocess.Popen.__init__
 
     def refuse(self, args, *more, **kwargs):
-        argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
-        started = {os.path.basename(os.fsdecode(a)) for a in argv if isinstance(a, (str, bytes, os.PathLike))}
-        if started & INTEGRATION_PROGRAMS:
-            raise RuntimeError(f"{request.node.nodeid} starts {sorted(started & INTEGRATION_PROGRAMS)[0]}: "
-                               "mark it @pytest.mark.integration (it then runs in `make integration`, "
-                               "not in `make test`)")
+        args = args if isinstance(args, (str, bytes, os.PathLike)) else list(args)   # a generator, once
+        refused = sorted(_programs(args, kwargs) & INTEGRATION_PROGRAMS)
+        if refused:
+            raise RuntimeError(f"{item.nodeid} starts {refused[0]}: mark it @pytest.mark.integration (it then "
+                               "runs in `make integration`, not in `make test`)")
         real(self, args, *more, **kwargs)
-    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
-    yield
+    subprocess.Popen.__init__ = refuse
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = real
 
 
 @pytest.fixture(scope="session")

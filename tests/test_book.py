@@ -18,7 +18,8 @@ from scripts import build_book  # noqa: E402
 
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 RELEASES = sorted(p.stem for p in (ROOT / "assignments" / "release").glob("*/*.ipynb") if p.stem == p.parent.name)
-pytestmark = pytest.mark.integration  # `make integration` (Makefile)
+# the site built (Sphinx), and opened in Chromium: `make integration` (Makefile)
+needs_site = pytest.mark.integration
 needs_browser = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM}")
 
 
@@ -35,6 +36,7 @@ def _pages(site):
     return sorted(p for p in site.rglob("*.html") if "_static" not in p.parts and "slides" not in p.parts)
 
 
+@needs_site
 def test_every_page_is_there_and_loads_nothing_from_another_host(site):
     names = {p.relative_to(site).as_posix() for p in _pages(site)}
     expected = {"index.html", "grading.html", "lecturers.html", "api.html", "search.html", "run.html",
@@ -50,6 +52,7 @@ def test_every_page_is_there_and_loads_nothing_from_another_host(site):
         assert not re.search(r"url\(['\"]?(?:https?:)?//", css.read_text(errors="ignore")), css
 
 
+@needs_site
 def test_chapters_name_their_code_and_offer_the_notebook(site):
     for chapter in CHAPTERS:
         page = (site / "notebooks" / f"{chapter}.html").read_text()
@@ -64,6 +67,7 @@ def test_chapters_name_their_code_and_offer_the_notebook(site):
     assert "Taught in" in api
 
 
+@needs_site
 def test_explorers_show_their_static_view_and_the_lecturer_pages_come_from_the_readme(site):
     for chapter in CHAPTERS:
         page = (site / "notebooks" / f"{chapter}.html").read_text()
@@ -73,6 +77,7 @@ def test_explorers_show_their_static_view_and_the_lecturer_pages_come_from_the_r
     assert "make slides" in text("lecturers.html") and "No points for the reference answer" in text("grading.html")
 
 
+@needs_site
 def test_every_chapter_links_the_repository_says_how_to_run_it_and_links_its_deck(site):
     url = build_book.repository_url()
     index = (site / "index.html").read_text()
@@ -115,6 +120,7 @@ def _solution_lines(name: str) -> list[str]:
     return lines
 
 
+@needs_site
 def test_a_students_page_per_assignment_with_its_release_notebook_and_no_solution(site):
     import html
     assert RELEASES, "no release notebooks in assignments/release/"
@@ -172,6 +178,7 @@ def _settle(page):
 
 
 @needs_browser
+@needs_site
 def test_every_page_loads_offline_in_a_browser_with_math_figures_and_search(site, served, tmp_path):
     failures, errors = [], []
     with offline_chromium(tmp_path / "chromium") as (context, blocked):

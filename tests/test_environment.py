@@ -83,8 +83,14 @@ def test_a_test_outside_the_integration_tier_cannot_start_a_sandbox_or_a_browser
     """tests/conftest.py refuses, before the process starts, whichever program only `make
     integration` may run, by name or behind another command (the grader puts taskset first)."""
     import subprocess
-    for argv in (["bwrap", "--version"], ["taskset", "--cpu-list", "0", "/usr/bin/bwrap", "true"],
-                 ["/usr/bin/chromium", "--version"], [str(tmp_path / "node"), "cli.js", "run-driver"]):
+    for argv, kwargs in ((["bwrap", "--version"], {}), (["taskset", "--cpu-list", "0", "/usr/bin/bwrap", "true"], {}),
+                         (["/usr/bin/chromium", "--version"], {}), ([str(tmp_path / "node"), "cli.js", "run-driver"], {}),
+                         ("taskset -c 0 /usr/bin/bwrap true", {"shell": True}), (["sandbox"], {"executable": "/usr/bin/bwrap"}),
+                         ((word for word in ["bwrap", "true"]), {})):
         with pytest.raises(RuntimeError, match="mark it @pytest.mark.integration"):
-            subprocess.Popen(argv)
-    assert subprocess.run(["true"]).returncode == 0   # other programs start as before
+            subprocess.Popen(argv, **kwargs)
+    # other programs start as before, an option that names a folder "chromium" included, and a
+    # command given as a generator reaches them whole
+    assert subprocess.run(["true", f"--user-data-dir={tmp_path / 'chromium'}"]).returncode == 0
+    assert subprocess.run((word for word in ["test", "a", "=", "a"])).returncode == 0
+    assert subprocess.run("test a = a", shell=True).returncode == 0

@@ -3,7 +3,7 @@ what a student's JupyterLab holds (the ``lab`` extra only, opening on notebooks/
 assignments in reach), the first cell for a hosted notebook service, and what a stored
 bertviz view shows when its scripts do not run (an untrusted notebook).
 
-The quick checks run in ``make test``. The slow ones build fresh virtual environments and
+The quick checks run in ``make test`` (the one that opens Chromium in ``make integration``). The slow ones build fresh virtual environments and
 start JupyterLab (5-10 min): they run with ``COURSE_HUB_CHECK=1``, which ``make hub-check``
 sets, and are skipped otherwise, saying so (``COURSE_HUB_VENV=path`` reuses a venv that the
 binder steps built before, to rerun the checks on it).
@@ -281,6 +281,7 @@ def _lab_command(venv: Path) -> list[str]:
 
 
 @slow
+@pytest.mark.integration
 @pytest.mark.skipif(missing_browser() is not None, reason=str(missing_browser()))
 def test_the_students_jupyterlab_opens_on_notebooks_quietly_with_the_assignments_in_reach(hub_venv, tmp_path):
     """JupyterLab started the `make lab` way from the hub venv (what a student has): the log

@@ -17,8 +17,12 @@ import browser
 
 REPO = browser.REPO
 NOTEBOOKS = sorted(browser.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-pytestmark = pytest.mark.integration  # `make integration` (Makefile)
-needs_browser = pytest.mark.skipif(bool(browser.missing_browser()), reason=str(browser.missing_browser()))
+
+
+# the decks exported, and opened in Chromium: `make integration` (Makefile)
+def needs_browser(test):
+    return pytest.mark.integration(
+        pytest.mark.skipif(bool(browser.missing_browser()), reason=str(browser.missing_browser()))(test))
 
 
 def _script(name):
@@ -101,6 +105,7 @@ def decks(tmp_path_factory):
     return work / "build" / "slides", log.getvalue(), work
 
 
+@pytest.mark.integration
 def test_exported_deck_loads_nothing_from_the_network(decks):
     out, _, _ = decks
     page = (out / f"{NOTEBOOKS[0].stem}.html").read_text()
@@ -111,6 +116,7 @@ def test_exported_deck_loads_nothing_from_the_network(decks):
     assert "width: 1280, height: 720" in page  # 16:9
 
 
+@pytest.mark.integration
 def test_the_build_log_names_paths_that_exist_and_the_index_lists_every_deck(decks):
     out, log, work = decks
     printed = re.findall(r"^(\S+\.html): [\d.]+ MB$", log, re.M)
