@@ -21,6 +21,7 @@ import course_utils  # noqa: E402,F401  (sets OMP_WAIT_POLICY before torch loads
 
 from scripts.foreign_arithmetic import GUARD_KEYS  # noqa: E402
 from scripts.kernel_sockets import use_unix_sockets  # noqa: E402
+from browser import CHROMIUM  # noqa: E402  (COURSE_CHROMIUM, else Debian's)
 
 use_unix_sockets()   # kernels started side by side cannot pick the same TCP port (see the module)
 
@@ -40,7 +41,7 @@ if os.environ["COURSE_DEVICE"].strip().lower() == "check":
 #: programs that only tests marked ``integration`` may start (`make integration`, pyproject.toml):
 #: `make test` needs nothing but pip's packages, and stays within its time
 INTEGRATION_PROGRAMS = {"bwrap", "chromium", "chromium-browser", "chrome", "google-chrome", "run-driver",
-                        os.path.basename(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium"))}  # run-driver: Playwright's
+                        CHROMIUM.name}  # run-driver: Playwright's
 
 
 def _programs(args, kwargs) -> set[str]:
@@ -134,7 +135,7 @@ INTEGRATION_SECONDS = {
     "test_grader_sandbox.py": 61, "test_grader_calls.py": 34, "test_run_full.py": 20,
     "test_full_profile_smoke.py": 0,   # skipped when the browser test runs the full profile...
 }
-if not os.path.exists(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")):
+if not CHROMIUM.exists():
     INTEGRATION_SECONDS["test_full_profile_smoke.py"] = 150   # ...which it cannot without Chromium
 
 
