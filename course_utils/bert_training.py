@@ -1,4 +1,4 @@
-"""Tokenizers, batches and loops for BERT (05_bert): what surrounds the model of
+"""Tokenizers, batches and loops for BERT (05_bert, 05_bert_finetuning): what surrounds the model of
 ``course_utils.bert``.
 
 - ``train_wordpiece_tokenizer``: a WordPiece vocabulary trained with ``tokenizers``;
@@ -117,7 +117,7 @@ def encode_spans(tokenizer, questions: Sequence[Sequence[str]], passages: Sequen
     passage is cut when the pair is too long), ``span_mask`` 1 on the passage's pieces, and
     ``start`` / ``end``: the first piece of the answer's first word and the last piece of
     its last word (``answers``: (first word, last word) in the passage, inclusive). An
-    example whose answer does not fit in ``max_len`` raises. Taught in: 05_bert."""
+    example whose answer does not fit in ``max_len`` raises. Taught in: 05_bert_finetuning."""
     if not len(questions) == len(passages) == len(answers):
         raise ValueError(f"got {len(questions)} questions, {len(passages)} passages and {len(answers)} answers")
     if not len(answers):
@@ -151,15 +151,25 @@ def encode_spans(tokenizer, questions: Sequence[Sequence[str]], passages: Sequen
 
 
 def make_batches(tensors: Mapping[str, torch.Tensor], batch_size: int, shuffle: bool = False,
-                 seed: int = 0):
+                 seed: int = 0, bucket: int = 0):
     """Cut a dict of equally long tensors into batches (dicts), trimmed to the longest
     real sequence of each batch. With ``shuffle`` a function epoch -> batches (a new
-    order each epoch, for ``training.train``), else a list. Taught in: 05_bert."""
+    order each epoch, for ``training.train``), else a list. ``bucket`` (with ``shuffle``):
+    if > 0, each epoch's shuffled examples are taken ``bucket * batch_size`` at a time,
+    sorted by length inside such a group and cut into batches there, and all the epoch's
+    batches are then shuffled: batches of similar lengths, so less padding to compute,
+    every example still once an epoch, and no order from short to long.
+    Taught in: 05_bert, 05_bert_finetuning."""
     count = len(next(iter(tensors.values())))
     if any(len(t) != count for t in tensors.values()):
         raise ValueError(f"tensors of different lengths: { {k: len(t) for k, t in tensors.items()} }")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if not isinstance(bucket, int) or isinstance(bucket, bool) or bucket < 0:
+        raise ValueError(f"bucket must be an int >= 0 (0: no grouping by length), got {bucket!r}")
+    if bucket and "attention_mask" not in tensors:
+        raise ValueError("bucket needs an 'attention_mask' to know the lengths; got the keys "
+                         f"{sorted(tensors)}")
 
     def cut(order):
         out = []
@@ -173,7 +183,17 @@ def make_batches(tensors: Mapping[str, torch.Tensor], batch_size: int, shuffle: 
 
     if not shuffle:
         return cut(torch.arange(count))
-    return lambda epoch: cut(torch.randperm(count, generator=torch.Generator().manual_seed(seed + epoch)))
+
+    def epoch_batches(epoch):
+        generator = torch.Generator().manual_seed(seed + epoch)
+        order = torch.randperm(count, generator=generator)
+        if not bucket:
+            return cut(order)
+        lengths = tensors["attention_mask"].sum(1)
+        batches = [batch for group in order.split(bucket * batch_size)
+                   for batch in cut(group[torch.sort(lengths[group], stable=True).indices])]
+        return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+    return epoch_batches
 
 
 def pretraining_batches(tokenizer, pairs: Sequence[tuple[str, str, int]], batch_size: int,
@@ -267,7 +287,7 @@ def load_pretrained(path=None):
 def predict_spans(model: nn.Module, batches, max_tokens: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     """Predicted and true (start, end) of a ``SpanExtractor`` over ``batches`` (from
     ``encode_spans``), in eval mode: two (count, 2) tensors on the CPU (the prediction by
-    ``bert.best_spans``). Taught in: 05_bert."""
+    ``bert.best_spans``). Taught in: 05_bert_finetuning."""
     from course_utils.bert import best_spans
     return _predicted_and_true(model, batches, "predict_spans", lambda logits, batch: (
         torch.stack(best_spans(logits, batch["span_mask"], max_tokens), 1),
@@ -278,7 +298,7 @@ def predict_spans(model: nn.Module, batches, max_tokens: int = 8) -> tuple[torch
 def predict(model: nn.Module, batches) -> tuple[torch.Tensor, torch.Tensor]:
     """Predicted and true labels over ``batches`` (positions labelled -100 dropped), in
     eval mode; batches go to the model's device, the labels come back on the CPU.
-    Taught in: 05_bert."""
+    Taught in: 05_bert_finetuning."""
     def labels(logits, batch):
         keep = batch["labels"] != IGNORE_INDEX
         return logits.argmax(-1)[keep], batch["labels"][keep]

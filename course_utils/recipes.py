@@ -17,7 +17,7 @@ that wants a variation makes one with ``dataclasses.replace(recipe, ...)``.
 ``"convs2s"``                   ``CONVS2S_FAST``, ``_FULL``      03_convs2s
 ``"transformer"``               ``TRANSFORMER_FAST``, ``_FULL``  04_transformer (and a2)
 ``"transformer_comparison"``    ``TRANSFORMER_COMPARISON_...``   04 (side-by-side runs)
-``"bert"``                      ``BERT_FAST``, ``_FULL``         05_bert (and 07)
+``"bert"``                      ``BERT_FAST``, ``_FULL``         05_bert, 05_bert_finetuning (and 07)
 ``"bpe"``                       ``BPE_FAST``, ``_FULL``          06_bpe
 ``"gpt"``                       ``GPT_FAST``, ``_FULL``          07_gpt
 ``"vit"``                       ``VIT_FAST``, ``_FULL``          08_vision_transformer
@@ -230,7 +230,8 @@ TRANSFORMER_COMPARISON_FULL = TRANSFORMER_COMPARISON_FAST
 
 @dataclass(frozen=True)
 class BertPretraining:
-    """How 05 pre-trains its small BERT and runs its fine-tuning comparison (per profile)."""
+    """How 05_bert pre-trains its small BERT and 05_bert_finetuning runs its fine-tuning
+    comparison (per profile)."""
     vocab_size: int          # WordPiece vocabulary trained on the novels
     d_model: int
     num_layers: int
@@ -259,6 +260,13 @@ class BertPretraining:
     qa_train: int            # 'who ...?': at most this many training questions (section 8)
     qa_test: int             # ...and test questions
     heldout_pairs: int = 2000  # NSP pairs of held-out paragraphs, to score pre-training
+    # the tasks on which MiniLM's architecture is also fine-tuned from random weights (the
+    # control of 05_bert_finetuning); fast: names only, a MiniLM run costs about 15-25 s of one core
+    minilm_control_tasks: tuple[str, ...] = ("books", "names")
+    # fine-tuning batches grouped by length, this many batches' examples sorted at a time
+    # (bert_training.make_batches; 0: none). Fast: on a CPU padding costs time (a names batch
+    # of 16 was about 40 % padding); full: a GPU pays for steps, not widths, so none
+    fine_tune_bucket: int = 0
 
     def model_config(self) -> BertConfig:
         return BertConfig(self.vocab_size, self.d_model, self.num_layers, self.num_heads,
@@ -271,7 +279,8 @@ BERT_FAST = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_head
                             fine_tune_lr_minilm=1e-4, fine_tune_lr_small_bert=5e-4, task_max_len=48,
                             book_train_per_class=100, book_test_per_class=50, names_train=800,
                             names_test=400, probe_words=4000, minilm_frozen_layers=4,
-                            pair_train=2000, pair_test=600, qa_train=800, qa_test=400)
+                            pair_train=2000, pair_test=600, qa_train=800, qa_test=400,
+                            minilm_control_tasks=("names",), fine_tune_bucket=8)
 # Full: the same small BERT (and vocabulary) as fast and as the shipped checkpoint
 # (data/small_bert.pt, 8,000 steps of 32), pre-trained in the notebook for 800 steps of 128
 # pairs: 4x fast's text, drawn from the 120,000 pairs the shipped run drew (102,400 seen
@@ -284,7 +293,8 @@ BERT_FAST = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_head
 # as many as fast.
 BERT_FULL = replace(BERT_FAST, num_pairs=120_000, batch_size=128, fine_tune_batch=32,
                     book_train_per_class=300, book_test_per_class=100, names_train=3000, names_test=3000,
-                    probe_words=20000, minilm_frozen_layers=0, pair_train=6000, pair_test=1500)
+                    probe_words=20000, minilm_frozen_layers=0, pair_train=6000, pair_test=1500,
+                    minilm_control_tasks=("books", "names"), fine_tune_bucket=0)
 
 
 

@@ -1,6 +1,7 @@
 """Results that later notebooks compare against: each model's scores by source length.
 
-Taught in: 01_seq2seq_bottleneck (written), read by 02-04 for the common comparison plot.
+Taught in: 01_seq2seq_bottleneck (written), read by 02-04 for the common comparison plot;
+05_bert saves its pre-trained small BERT the same way for 05_bert_finetuning (``saved_file``).
 Leaves out: experiment tracking (runs, hyperparameter search).
 
 A notebook saves its model's numbers with ``save_results`` into
@@ -73,6 +74,16 @@ def save_results(name: str, by_length: Sequence[dict], profile: str | None = Non
               "by_length": _rounded(list(by_length))}
     return write_atomic(results_dir(profile) / f"{name}.json",
                         (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def saved_file(name: str, profile: str | None = None) -> Path | None:
+    """A file a notebook saved with a name of its own (05_bert's pre-trained small BERT, a
+    checkpoint): where ``save_results`` writes (``results_dir(profile) / name``), then,
+    without ``$COURSE_RESULTS_DIR``, the committed ``results/``; ``None`` if neither has it.
+    Taught in: 05_bert (written), read by 05_bert_finetuning."""
+    if not name or any(c in name for c in "/\\") or name.startswith("."):
+        raise ValueError(f"name must be a file name without slashes, got {name!r}")
+    return next((f / name for f in _search_dirs(profile) if (f / name).is_file()), None)
 
 
 def load_results(names: Sequence[str] | None = None, profile: str | None = None) -> dict[str, dict]:

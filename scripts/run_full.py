@@ -71,24 +71,31 @@ def write_summary(out: Path, rows: list[dict], wall: float | None = None, jobs: 
 
 #: wall time of each notebook's full profile, in minutes, as measured: on a 2-core CPU
 #: (`COURSE_DEVICE=cpu make full`: an AMD EPYC on 2026-11-25, an Intel Xeon on 2026-11-26, some
-#: runs beside other jobs, so upper bounds) and on one H200 (all nine notebooks at once,
+#: runs beside other jobs, so upper bounds; 05's two parts on an AMD EPYC on 2026-12-01: 237 s
+#: and 467 s) and on one H200 (all nine notebooks at once,
 #: 2026-11-26, so these overstate a notebook run alone, by about 1.6x). docs/BENCHMARKS.md has
 #: the tables.
 MEASURED_MINUTES = {
     "cpu": {"00_welcome": 1, "01_seq2seq_bottleneck": 13, "02_bahdanau_attention": 15,
-            "03_convs2s": 6, "04_transformer": 15, "05_bert": 19, "06_bpe": 16, "07_gpt": 14,
-            "08_vision_transformer": 12},
+            "03_convs2s": 6, "04_transformer": 15, "05_bert": 4, "05_bert_finetuning": 8, "06_bpe": 16,
+            "07_gpt": 14, "08_vision_transformer": 12},
     # H200, 2026-11-26: all nine at once (00 28 s, 01 313 s, 02 272 s, 03 171 s, 04 316 s,
-    # 05 212 s, 06 251 s, 07 202 s, 08 494 s with the recipe before that day's cuts)
+    # 05 212 s, 06 251 s, 07 202 s, 08 494 s with the recipe before that day's cuts); 05 was one
+    # notebook then (05_bert and 05_bert_finetuning since 2026-12-01: see CAVEATS)
     "cuda": {"00_welcome": 1, "01_seq2seq_bottleneck": 5, "02_bahdanau_attention": 5, "03_convs2s": 3,
-             "04_transformer": 5, "05_bert": 4, "06_bpe": 4, "07_gpt": 3, "08_vision_transformer": 4},
+             "04_transformer": 5, "05_bert": 2, "05_bert_finetuning": 3, "06_bpe": 4, "07_gpt": 3,
+             "08_vision_transformer": 4},
 }
 #: what a figure above leaves out, per kind of machine
 CAVEATS = {"cpu": {},
            "cuda": {"08_vision_transformer": "estimated: alone it reached the end of section 8's shifted "
                                              "runs in 188 s with the recipe before the cuts of 2026-11-26, "
                                              "which save a third of its steps and half the cost of a step on shifted "
-                                             "images: about 3.5 min alone"}}
+                                             "images: about 3.5 min alone",
+                    "05_bert": "estimated: 05 before its split (2026-12-01) took 174-212 s on an H200, "
+                               "its pre-training 36 s of that",
+                    "05_bert_finetuning": "estimated: 05 before its split took 174-212 s on an H200, "
+                                          "its 22 fine-tuning runs most of that"}}
 
 
 def expected_time(notebooks: list[Path], device: str) -> str:
@@ -107,11 +114,12 @@ def expected_time(notebooks: list[Path], device: str) -> str:
     return "\n".join(lines)
 
 
-#: the notebooks whose saved results a notebook reads (its comparison plots): with --jobs it
+#: the notebooks whose saved results a notebook reads (its comparison plots, 05's checkpoint): with --jobs it
 #: starts only after those of them that are in the same run have finished
 READS = {"02_bahdanau_attention": ("01_seq2seq_bottleneck",),
          "03_convs2s": ("01_seq2seq_bottleneck", "02_bahdanau_attention"),
-         "04_transformer": ("01_seq2seq_bottleneck", "02_bahdanau_attention", "03_convs2s")}
+         "04_transformer": ("01_seq2seq_bottleneck", "02_bahdanau_attention", "03_convs2s"),
+         "05_bert_finetuning": ("05_bert",)}   # the small BERT 05_bert pre-trains (results.saved_file)
 
 
 def schedule(names: list[str], jobs: int, run_one) -> list[tuple[str, object]]:

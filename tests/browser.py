@@ -188,7 +188,9 @@ def slug(name: str) -> str:
 #: Rough single-thread seconds per notebook in the browser run (full profile, 2 steps per
 #: run); only used to share the notebooks out between the test files so that
 #: pytest-xdist (--dist loadfile) balances.
-EXPECTED_SECONDS = {"00": 17, "01": 16, "02": 49, "03": 24, "04": 79, "05": 118, "06": 66, "07": 50, "08": 45}
+#: Keyed by the notebook's name without .ipynb, else by its number.
+EXPECTED_SECONDS = {"00": 17, "01": 16, "02": 49, "03": 24, "04": 79, "05_bert": 60, "05_bert_finetuning": 70,
+                    "06": 66, "07": 50, "08": 45}
 SHARDS = 3
 SHOTS = BUILD / "browser"
 # JupyterLab renders an exception like stderr; its text gives it away (a traceback, or
@@ -206,10 +208,11 @@ def shard(index: int, count: int = SHARDS) -> list[str]:
     least loaded file (every notebook found by the glob lands in exactly one file)."""
     loads = [0.0] * count
     owner = {}
-    for name in sorted(all_notebooks(), key=lambda n: (-EXPECTED_SECONDS.get(n[:2], 120), n)):
+    expected = lambda n: EXPECTED_SECONDS.get(Path(n).stem, EXPECTED_SECONDS.get(n[:2], 120))
+    for name in sorted(all_notebooks(), key=lambda n: (-expected(n), n)):
         k = loads.index(min(loads))
         owner[name] = k
-        loads[k] += EXPECTED_SECONDS.get(name[:2], 120)
+        loads[k] += expected(name)
     return sorted(n for n, k in owner.items() if k == index)
 
 

@@ -530,3 +530,31 @@ def test_the_helpers_of_05_live_beside_the_model_not_in_it():
     import inspect
     source = inspect.getsource(bert)
     assert "def pretrain(" not in source and "def name_tagging(" not in source
+
+
+def test_make_batches_by_length_buckets_keeps_every_example_and_cuts_padding():
+    tok = BT.train_wordpiece_tokenizer(TEXTS, vocab_size=120)
+    texts = [" ".join(TEXTS[i % len(TEXTS)].split()[: 2 + (7 * i) % 15]) for i in range(48)]
+    tensors = BT.encode_classification(tok, texts, list(range(48)), max_len=40)
+    plain = BT.make_batches(tensors, 4, shuffle=True, seed=3)
+    grouped = BT.make_batches(tensors, 4, shuffle=True, seed=3, bucket=4)
+    real = int(tensors["attention_mask"].sum())
+    padding = lambda batches: sum(b["input_ids"].shape[1] * len(b["labels"]) for b in batches) - real
+    for epoch in range(3):
+        batches = grouped(epoch)
+        assert sorted(torch.cat([b["labels"] for b in batches]).tolist()) == list(range(48))  # each once
+        for b in batches:                                                   # rows stay whole
+            for row, label in zip(b["input_ids"], b["labels"].tolist()):
+                n = int(tensors["attention_mask"][label].sum())
+                assert torch.equal(row[:n], tensors["input_ids"][label][:n]) and not row[n:].any()
+        assert padding(batches) < 0.5 * padding(plain(epoch))              # far less padding
+    assert [b["labels"].tolist() for b in grouped(0)] == [b["labels"].tolist() for b in grouped(0)]
+    assert [b["labels"].tolist() for b in grouped(0)] != [b["labels"].tolist() for b in grouped(1)]
+    one_group = BT.make_batches(tensors, 4, shuffle=True, seed=3, bucket=12)   # all 48 sorted at once
+    widths = [[b["input_ids"].shape[1] for b in one_group(epoch)] for epoch in range(4)]
+    assert all(w != sorted(w) for w in widths)             # then the batches shuffled: no short-to-long
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match=r"bucket must be an int >= 0 .* got"):
+            BT.make_batches(tensors, 4, shuffle=True, bucket=bad)
+    with pytest.raises(ValueError, match="bucket needs an 'attention_mask'"):
+        BT.make_batches({"labels": torch.arange(4)}, 2, shuffle=True, bucket=2)

@@ -63,3 +63,50 @@ def test_the_default_folder_is_ignored_by_git():
     probe = LOCAL / "fast" / "x.json"
     ignored = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=repo).returncode
     assert ignored == 0, f"{probe} is not ignored by git"
+
+
+def test_saved_file_finds_this_machines_file_first_then_the_committed_one(tmp_path, monkeypatch):
+    """05_bert saves its pre-trained small BERT for 05_bert_finetuning: a file of its own name,
+    found where save_results writes, else in the committed results/; with COURSE_RESULTS_DIR
+    only there (make test's copy, make full's folder)."""
+    from course_utils import results
+    monkeypatch.delenv("COURSE_RESULTS_DIR", raising=False)
+    shipped, local = tmp_path / "results", tmp_path / "build" / "results"
+    monkeypatch.setattr(results, "SHIPPED", shipped)
+    monkeypatch.setattr(results, "LOCAL", local)
+    assert results.saved_file("05_small_bert.pt", "fast") is None
+    (shipped / "fast").mkdir(parents=True)
+    (shipped / "fast" / "05_small_bert.pt").write_bytes(b"committed")
+    assert results.saved_file("05_small_bert.pt", "fast") == shipped / "fast" / "05_small_bert.pt"
+    assert results.saved_file("05_small_bert.pt", "full") is None          # per profile
+    (local / "fast").mkdir(parents=True)
+    (local / "fast" / "05_small_bert.pt").write_bytes(b"mine")
+    assert results.saved_file("05_small_bert.pt", "fast").read_bytes() == b"mine"
+    monkeypatch.setenv("COURSE_RESULTS_DIR", str(tmp_path / "elsewhere"))
+    assert results.saved_file("05_small_bert.pt", "fast") is None          # that folder only
+    (local / "fast" / "folder.pt").mkdir()
+    monkeypatch.delenv("COURSE_RESULTS_DIR")
+    assert results.saved_file("folder.pt", "fast") is None                 # files only
+    for bad in ("", "../x.pt", "a/b.pt", ".hidden"):
+        with pytest.raises(ValueError, match="name must be a file name without slashes, got"):
+            results.saved_file(bad, "fast")
+
+
+def test_the_committed_small_bert_of_05_is_tracked_and_matches_the_fast_recipe():
+    """05_bert_finetuning reads the small BERT that 05_bert pre-trained (make test copies
+    results/ first): the committed file must be in git (the repository ignores *.pt), made
+    by the fast recipe, with part 1's probe scores."""
+    import subprocess
+    from course_utils import bert_training as BT, recipes
+    from course_utils.results import SHIPPED
+    path = SHIPPED / "fast" / "05_small_bert.pt"
+    assert path.is_file(), f"{path} is missing: run notebooks/05_bert.ipynb with make notebooks"
+    if (SHIPPED.parent / ".git").exists():
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=SHIPPED.parent).returncode
+        assert ignored == 1, f"{path} is ignored by git: a fresh clone would not have it"
+    model, tokenizer, info = BT.load_pretrained(path)
+    assert model.cfg == recipes.BERT_FAST.model_config() and info["steps"] == recipes.BERT_FAST.steps
+    assert info["profile"] == "fast" and len(tokenizer) == recipes.BERT_FAST.vocab_size
+    scores = info["probe_scores"]
+    assert set(scores) == {"which novel (accuracy)", "names, unseen novels (F1)"}
+    assert all(len(v) == 7 and all(0 <= x <= 1 for x in v) for v in scores.values())   # layers 0-6
