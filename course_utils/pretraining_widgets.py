@@ -3,13 +3,15 @@ of ``course_utils.widgets``: each view returns an ``Explorer`` whose controls a 
 with a static fallback; moving a control never retrains anything, and bad input gets a message
 in the view.
 
-Taught in: 05_bert (masked-language-model guesses), 06_bpe (replaying the merges), 07_gpt
+Taught in: 05_bert (masked-language-model guesses), 05_bert_finetuning (what the fine-tuned
+models make of a sentence), 06_bpe (replaying the merges), 07_gpt
 (a GPT that writes), 08_vision_transformer (where a Vision Transformer looks).
 """
 
 from __future__ import annotations
 
 import html
+from typing import Mapping
 
 import torch
 
@@ -110,6 +112,64 @@ def mlm_explorer(model, tokenizer, sentence: str, masked: str, seed: int = 0):
     text.observe(new_sentence, names="value")  # registered after the view's refresh: runs after it
     reroll.on_click(again)
     return box
+
+
+# ---- what fine-tuning bought: taggers and span heads on a sentence of one's own (05) ----
+
+@torch.no_grad()
+def finetuned_html(starts: Mapping[str, Mapping[str, tuple]], sentence: str, word: str,
+                   max_len: int = 48) -> str:
+    """For each start (name -> {"names": (TokenClassifier, tokenizer), "span": (SpanExtractor,
+    tokenizer)}): the words of ``sentence`` its name tagger marks, with the probability of
+    "name", and its answer to "who ``word``?" read from the sentence. Bad input (no words, a
+    ``word`` that is not in the sentence, a sentence too long) raises ``ValueError``."""
+    from course_utils.bert import best_spans
+    from course_utils.bert_training import encode_spans, encode_tagging
+    from course_utils.novels import words as split_words
+    passage = split_words(sentence or "")
+    if not passage:
+        raise ValueError("type a sentence (letters): there are no words to tag")
+    word = (word or "").strip()
+    if word.lower() not in {w.lower() for w in passage}:
+        raise ValueError(f"the question is 'who {word} ...?': type a word of the sentence, got {word!r}")
+    rows = []
+    for name, models in starts.items():
+        tagger, tok = models["names"]
+        device = next(tagger.parameters()).device
+        enc = encode_tagging(tok, [passage], [[0] * len(passage)], max_len)
+        if int((enc["labels"][0] != -100).sum()) < len(passage):
+            raise ValueError(f"the sentence is longer than the {max_len} pieces the models read: shorten it")
+        tagger.eval()
+        logits = tagger(*(enc[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")))
+        p_name = logits[0].softmax(-1)[:, 1][enc["labels"][0].to(device) != -100].cpu().tolist()
+        tagged = " ".join(f'<b style="color: #a00">{html.escape(w)}</b><sub>{p:.2f}</sub>' if p > 0.5
+                          else html.escape(w) for w, p in zip(passage, p_name))
+        spanner, tok = models["span"]
+        question = ["who", next(w for w in passage if w.lower() == word.lower())]
+        enc = encode_spans(tok, [question], [passage], [(0, 0)], max_len)
+        spanner.eval()
+        logits = spanner(*(enc[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")))
+        first, last = (int(t) for t in best_spans(logits, enc["span_mask"].to(device).bool()))
+        ids = tok(question, passage, is_split_into_words=True, truncation="only_second",
+                  max_length=max_len).word_ids()
+        answer = " ".join(passage[ids[first]:ids[last] + 1])
+        rows.append(f'<tr><td style="padding: 4px 8px"><b>{html.escape(name)}</b></td>'
+                    f'<td style="padding: 4px 8px">{tagged}</td>'
+                    f'<td style="padding: 4px 8px">{html.escape(answer)}</td></tr>')
+    return ('<table style="font-family: monospace; font-size: 14px; border-collapse: collapse">'
+            '<tr><th>start</th><th>names tagged (probability of a name)</th>'
+            f'<th>who {html.escape(word)} ...?</th></tr>' + "".join(rows) + "</table>")
+
+
+def finetuned_explorer(starts: Mapping[str, Mapping[str, tuple]], sentence: str, word: str,
+                       max_len: int = 48):
+    """A sentence and a word of it (both typed): ``finetuned_html`` for every start. Returns
+    an ``Explorer`` with ``.sentence``, ``.word`` and ``.view``. Taught in: 05_bert_finetuning."""
+    import ipywidgets as W
+    text = W.Text(value=sentence, description="sentence", continuous_update=False, layout=W.Layout(width="95%"))
+    asked = W.Text(value=word, description="who ...?", continuous_update=False)
+    return explorer({"sentence": text, "word": asked},
+                    lambda sentence, word: finetuned_html(starts, sentence, word, max_len))
 
 
 # ---- BPE (06) ----

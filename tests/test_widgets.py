@@ -215,6 +215,56 @@ def test_mlm_explorer_names_words_it_does_not_know(small_bert):
     assert "unknown to the vocabulary (read as [UNK]): Ж" in box.view.value
 
 
+# ---- 05_bert_finetuning: what the fine-tuned models make of a sentence ----
+
+class _Pointer(torch.nn.Module):
+    """A stand-in for a fine-tuned head: scores 8 (a name; a span's start and end) on the pieces
+    whose id is ``target``, 0 elsewhere: the known answer of the view."""
+
+    def __init__(self, target: int):
+        super().__init__()
+        self.target, self.weight = target, torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
+        hit = (input_ids == self.target).float() * 8 + self.weight
+        return torch.stack([torch.zeros_like(hit), hit], -1)
+
+
+def test_finetuned_explorer_shows_what_each_start_tags_and_answers(small_bert, device):
+    from course_utils.pretraining_widgets import finetuned_explorer
+    _, tok = small_bert
+    anne, wentworth = (tok.convert_tokens_to_ids(w) for w in ("anne", "wentworth"))
+    assert tok.unk_token_id not in (anne, wentworth)
+    starts = {"points at anne": {"names": (_Pointer(anne).to(device), tok), "span": (_Pointer(anne).to(device), tok)},
+              "points at wentworth": {"names": (_Pointer(wentworth).to(device), tok),
+                                      "span": (_Pointer(wentworth).to(device), tok)}}
+    box = finetuned_explorer(starts, "Anne smiled at Captain Wentworth .", "smiled")
+    rows = box.view.value.split("<tr>")[2:]
+    assert len(rows) == 2 and "points at anne" in rows[0] and "points at wentworth" in rows[1]
+    assert '<b style="color: #a00">Anne</b><sub>1.00</sub>' in rows[0] and "Wentworth</b>" not in rows[0]
+    assert '<b style="color: #a00">Wentworth</b>' in rows[1] and "Anne</b>" not in rows[1]
+    assert rows[0].endswith("<td style=\"padding: 4px 8px\">Anne</td></tr>")
+    assert "Wentworth</td></tr></table>" in rows[1]
+    assert "who smiled ...?" in box.view.value
+    box.word.value = "at"                                     # another question, the same answers
+    assert "who at ...?" in box.view.value and "course-message" not in box.view.value
+
+
+@pytest.mark.parametrize("sentence, word, message", [
+    ("", "x", "type a sentence"),
+    ("Anne smiled .", "laughed", "type a word of the sentence, got 'laughed'"),
+    ("Anne smiled " * 40, "smiled", "longer than the 48 pieces"),
+])
+def test_finetuned_explorer_answers_bad_input_with_a_message(small_bert, device, sentence, word, message):
+    from course_utils.pretraining_widgets import finetuned_explorer
+    _, tok = small_bert
+    pointer = _Pointer(tok.convert_tokens_to_ids("anne")).to(device)
+    box = finetuned_explorer({"one": {"names": (pointer, tok), "span": (pointer, tok)}}, "Anne smiled .", "smiled")
+    box.sentence.value = sentence
+    box.word.value = word
+    assert message in html.unescape(box.view.value) and "course-message" in box.view.value
+
+
 # ---- 00: the datasets ----
 
 def test_dataset_browser_filters_by_length_and_sketches_an_alignment(small_synthetic):
