@@ -83,6 +83,11 @@ def saved_file(name: str, profile: str | None = None) -> Path | None:
     Taught in: 05_bert (written), read by 05_bert_finetuning."""
     if not name or any(c in name for c in "/\\") or name.startswith("."):
         raise ValueError(f"name must be a file name without slashes, got {name!r}")
+    return _first(name, profile)
+
+
+def _first(name: str, profile: str | None) -> Path | None:
+    """``name`` in the first of ``_search_dirs`` that has it as a file, else ``None``."""
     return next((f / name for f in _search_dirs(profile) if (f / name).is_file()), None)
 
 
@@ -98,7 +103,7 @@ def load_results(names: Sequence[str] | None = None, profile: str | None = None)
     else:
         paths, missing = [], []
         for n in names:
-            path = next((f / f"{n}.json" for f in folders if (f / f"{n}.json").exists()), None)
+            path = _first(f"{n}.json", profile)
             if path is None:
                 missing.append(f"{n}.json")
             paths.append(path)

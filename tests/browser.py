@@ -186,11 +186,18 @@ def slug(name: str) -> str:
 # ---- the notebooks in JupyterLab (test_browser_*.py) ----
 
 #: Rough single-thread seconds per notebook in the browser run (full profile, 2 steps per
-#: run); only used to share the notebooks out between the test files so that
-#: pytest-xdist (--dist loadfile) balances.
-#: Keyed by the notebook's name without .ipynb, else by its number.
-EXPECTED_SECONDS = {"00": 17, "01": 16, "02": 49, "03": 24, "04": 79, "05_bert": 60, "05_bert_finetuning": 70,
-                    "06": 66, "07": 50, "08": 45}
+#: run), by name: they share the notebooks out between the test files so that pytest-xdist
+#: (--dist loadfile) balances, and set each notebook's time budget (five times this).
+EXPECTED_SECONDS = {"00_welcome": 17, "01_seq2seq_bottleneck": 16, "02_bahdanau_attention": 49, "03_convs2s": 24,
+                    "04_transformer": 79, "05_bert": 60, "05_bert_finetuning": 70, "06_bpe": 66, "07_gpt": 50,
+                    "08_vision_transformer": 45}
+
+
+def expected_seconds(name: str, default: float) -> float:
+    """A notebook's EXPECTED_SECONDS by its file name (``default`` for one not listed)."""
+    return EXPECTED_SECONDS.get(Path(name).stem, default)
+
+
 SHARDS = 3
 SHOTS = BUILD / "browser"
 # JupyterLab renders an exception like stderr; its text gives it away (a traceback, or
@@ -208,11 +215,10 @@ def shard(index: int, count: int = SHARDS) -> list[str]:
     least loaded file (every notebook found by the glob lands in exactly one file)."""
     loads = [0.0] * count
     owner = {}
-    expected = lambda n: EXPECTED_SECONDS.get(Path(n).stem, EXPECTED_SECONDS.get(n[:2], 120))
-    for name in sorted(all_notebooks(), key=lambda n: (-expected(n), n)):
+    for name in sorted(all_notebooks(), key=lambda n: (-expected_seconds(n, 120), n)):
         k = loads.index(min(loads))
         owner[name] = k
-        loads[k] += expected(name)
+        loads[k] += expected_seconds(name, 120)
     return sorted(n for n, k in owner.items() if k == index)
 
 
@@ -480,7 +486,7 @@ def check_notebook_in_lab(context, lab: JupyterLab, name: str, shots: Path = SHO
         open_notebook(page, lab, name)
         report["open_s"] = round(time.monotonic() - start, 1)
         n_code = code_cell_count(source)
-        budget = max(300, 5 * EXPECTED_SECONDS.get(name[:2], 180))
+        budget = max(300, 5 * expected_seconds(name, 180))
         try:
             report["run_all_s"] = round(run_all_cells(page, name, n_code, budget, lab), 1)
         except RunStalled as stalled:  # once: a fresh kernel and page

@@ -3,10 +3,11 @@ what a student's JupyterLab holds (the ``lab`` extra only, opening on notebooks/
 assignments in reach), the first cell for a hosted notebook service, and what a stored
 bertviz view shows when its scripts do not run (an untrusted notebook).
 
-The quick checks run in ``make test`` (the one that opens Chromium in ``make integration``). The slow ones build fresh virtual environments and
-start JupyterLab (5-10 min): they run with ``COURSE_HUB_CHECK=1``, which ``make hub-check``
-sets, and are skipped otherwise, saying so (``COURSE_HUB_VENV=path`` reuses a venv that the
-binder steps built before, to rerun the checks on it).
+The quick checks run in ``make test`` (the one that opens Chromium in ``make integration``).
+The slow ones build fresh virtual environments and start JupyterLab (5-10 min): they run with
+``COURSE_HUB_CHECK=1``, which ``make hub-check`` sets, and are skipped otherwise, saying so
+(``COURSE_HUB_VENV=path`` reuses a venv that the binder steps built before, to rerun the
+checks on it).
 """
 
 from __future__ import annotations
