@@ -74,8 +74,11 @@ lab: $(LAB_STAMP)
 # in JupyterLab (the full profile's smoke kernels under the device check), the decks and the
 # website in Chromium, the assignments' source notebooks (graded in sandboxes, and probed in
 # process by the grader's checks of calls and its red team), 00 in the full profile by `make
-# full`. Run it too after changing a notebook (its widgets and its full profile are checked there),
-# the grader, an assignment, the slides or the book; CI (.ci/run) runs it after `make test`.
+# full`, and the tests of the developers' tools that start interpreters or kernels of their own
+# (the device check, scripts/run_full.py, `make bench`, the guard below; moved out of `make test`
+# for its 10 minutes, issue 39). Run it too after changing a notebook (its widgets and its full
+# profile are checked there), the grader, an assignment, the slides, the book or one of those
+# tools; CI (.ci/run) runs it after `make test`.
 # pytest's exit status 5 (no tests collected) is reported but does not fail the target.
 # The guard: everything runs on a floating-point path other than this machine's native one
 # (scripts/foreign_arithmetic.py: one step down, e.g. AVX-512 -> AVX2 kernels, at no cost),
@@ -165,7 +168,7 @@ hub-check: $(STAMP)
 # NOTEBOOKS=... narrows it. `make integration` checks the same in executions it makes anyway: the browser
 # run's full-profile smoke kernels (every notebook, widgets included; tests/browser.py), or the smoke
 # test where Chromium is missing, and each assignment's source notebook (tests/test_assignments.py)
-# run under the check; its unit tests are tests/test_devicecheck.py. The training scripts are
+# run under the check; its own tests are tests/test_devicecheck.py (in `make integration`). The training scripts are
 # checked by `make device-check` only.
 device-check: $(STAMP)
 	$(NATIVE_ENV) COURSE_NUM_THREADS=1 $(PY) scripts/device_check.py $(NOTEBOOKS)

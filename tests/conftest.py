@@ -125,14 +125,15 @@ def padded_batch(small_synthetic):
 EXPECTED_SECONDS = {   # make test
     "05_bert_finetuning.ipynb": 145, "01_seq2seq_bottleneck.ipynb": 134, "02_bahdanau_attention.ipynb": 129,
     "08_vision_transformer.ipynb": 127, "04_transformer.ipynb": 114, "05_bert.ipynb": 100, "03_convs2s.ipynb": 60,
-    "07_gpt.ipynb": 54, "06_bpe.ipynb": 50, "test_devicecheck.py": 21, "test_runtime.py": 15,
-    "test_bench.py": 14, "test_foreign_arithmetic.py": 13, "test_assignments.py": 13, "00_welcome.ipynb": 8,
+    "07_gpt.ipynb": 54, "06_bpe.ipynb": 50, "test_runtime.py": 15, "test_assignments.py": 13,
+    "00_welcome.ipynb": 8,
 }
 #: the same for `make integration` (-m integration)
 INTEGRATION_SECONDS = {
     "test_assignments.py": 364, "test_grader_redteam.py": 239, "test_browser_lab_a.py": 160,
     "test_browser_lab_c.py": 158, "test_browser_lab_b.py": 137, "test_slides.py": 83, "test_book.py": 72,
-    "test_grader_sandbox.py": 61, "test_grader_calls.py": 34, "test_run_full.py": 20,
+    "test_grader_sandbox.py": 61, "test_run_full.py": 35, "test_grader_calls.py": 34, "test_devicecheck.py": 28,
+    "test_foreign_arithmetic.py": 15, "test_bench.py": 14, "test_cpu_by_file.py": 5,
     "test_full_profile_smoke.py": 0,   # skipped when the browser test runs the full profile...
 }
 if not CHROMIUM.exists():

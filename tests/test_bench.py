@@ -16,6 +16,7 @@ from course_utils import data, decoding
 from course_utils.seq2seq import Seq2Seq, Seq2SeqConfig
 
 
+@pytest.mark.integration  # runs the whole quick benchmark in a process of its own: `make integration` (CI, after `make test`; issue 39)
 def test_quick_bench_writes_the_table_and_json(tmp_path):
     # the benchmark measures the CPU ("no GPU" below): run as `make bench` runs it, in a process of
     # its own on the CPU (under COURSE_DEVICE=check, process-wide here, a model it trains on

@@ -47,6 +47,7 @@ def _run(tmp_path, *args):
     return rows, run.stdout
 
 
+@pytest.mark.integration  # runs pytest twice in processes of its own: `make integration` (CI, after `make test`; issue 39)
 @pytest.mark.parametrize("workers", [[], ["-p", "xdist.plugin", "-n", "2"]], ids=["one process", "xdist"])
 def test_a_childs_cpu_counts_for_its_file_and_a_wait_costs_none(tmp_path, workers):
     rows, out = _run(tmp_path, *workers)

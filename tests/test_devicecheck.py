@@ -13,6 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# every test here starts interpreters or a kernel under the check (about 25 CPU s in all): the
+# device check's tool end to end, run by `make integration` (CI, after `make test`; issue 39)
+pytestmark = pytest.mark.integration
+
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -41,6 +41,7 @@ def test_every_known_path_gets_another_one(native, strength):
         foreign_arithmetic.foreign_settings(native, "mild")
 
 
+@pytest.mark.integration  # starts the script and a torch probe per path: `make integration` (CI, after `make test`; issue 39)
 @pytest.mark.parametrize("strength", ["cheap", "strong"])
 def test_the_printed_settings_change_the_capability_and_the_bits(strength):
     native = foreign_arithmetic.native_capability()

@@ -4,7 +4,12 @@
 import os
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
+
+# both tests start kernels: `make integration` (CI, after `make test`; issue 39); `make test`'s
+# own nbval kernels use these sockets, and would fail to start without them
+pytestmark = pytest.mark.integration
 
 
 def test_nbval_kernels_use_unix_sockets_in_a_folder_of_their_own(tmp_path):

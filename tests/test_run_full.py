@@ -47,6 +47,7 @@ def test_the_expected_times_name_every_notebook_and_what_is_measured():
     assert "within 20 minutes" not in gpu
 
 
+@pytest.mark.integration  # runs scripts/run_full.py on a notebook in a kernel: `make integration` (CI, after `make test`; issue 39)
 def test_make_full_reports_a_failing_notebook(tmp_path):
     import nbformat
     broken = tmp_path / "src" / "99_broken.ipynb"
@@ -91,6 +92,7 @@ def test_jobs_run_at_most_n_at_once_each_after_what_it_reads():
         run_full.schedule(names, 0, run_one)
 
 
+@pytest.mark.integration  # runs scripts/run_full.py on three notebooks in kernels: `make integration` (CI, after `make test`; issue 39)
 def test_make_full_with_jobs_runs_notebooks_side_by_side_and_reports_each(tmp_path):
     import nbformat
     src = tmp_path / "src"
