@@ -3,17 +3,16 @@
 
 PYTHON      ?= python3
 VENV        ?= .venv
-TORCH_SPEC  ?= torch==2.13.0
 # Extra pip arguments for the torch install only, e.g. a CPU-only index on a laptop:
 #   make lab TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
 TORCH_PIP_ARGS ?=
-# The extras installed: students get `lab` only from `make lab` (no grading tools, so no
-# Nbgrader menu); every other target takes lab,test,book. A lecturer who wants the grading
-# tools in JupyterLab too: `make lab EXTRAS=lab,test`. Each set has its own stamp.
-EXTRAS      ?=
-comma       := ,
-LAB_EXTRAS  := $(or $(EXTRAS),lab)
-ALL_EXTRAS  := $(or $(EXTRAS),lab$(comma)test$(comma)book)
+# The locked install set (requirements/<set>.txt, made by `make lock` from pyproject.toml's
+# extras): students get `lab` from `make lab` (no grading tools, so no Nbgrader menu); every
+# other target takes `dev` (lab + test + book). A lecturer who wants the grading tools in
+# JupyterLab too: `make lab LOCK=dev`. Each set has its own stamp.
+LOCK        ?=
+LAB_LOCK    := $(or $(LOCK),lab)
+ALL_LOCK    := $(or $(LOCK),dev)
 PORT        ?= 8888
 # JupyterLab refuses to run as root unless told (containers, CI machines)
 LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
@@ -24,8 +23,8 @@ PYTEST_EXTRA ?=
 
 BIN   := $(VENV)/bin
 PY    := $(BIN)/python
-STAMP := $(VENV)/.installed-$(ALL_EXTRAS)
-LAB_STAMP := $(VENV)/.installed-$(LAB_EXTRAS)
+STAMP := $(VENV)/.installed-$(ALL_LOCK)
+LAB_STAMP := $(VENV)/.installed-$(LAB_LOCK)
 
 # The settings of every process and kernel the course starts, read (not imported: any Python
 # 3 reads it) from the package, course_utils.KERNEL_ENV: threads that cannot stall a small
@@ -39,18 +38,36 @@ $(foreach setting,$(KERNEL_ENV),$(eval export $(setting)))
 
 install: $(STAMP)
 
-# 1. the venv, 2. torch first and pinned, 3. the package and its extras under the
-# constraints file, so that nothing can move torch, 4. a check that nothing did.
-# (one rule for both stamps: $* is the extras, e.g. .venv/.installed-lab)
-$(VENV)/.installed-%: pyproject.toml constraints.txt
+# 1. the venv and the pinned pip, 2. torch first (pinned in constraints.txt), 3. the locked set:
+# every other package at the exact version and hash of requirements/$*.txt, under
+# constraints.txt so that nothing can move torch, 4. the course itself (no dependencies: the
+# lock holds them), 5. a check that nothing is missing or moved.
+# (one rule for every set: $* is the set, e.g. .venv/.installed-lab)
+TORCH_SPEC  := $(shell sed -n 's/^\(torch==[^ ]*\).*/\1/p' constraints.txt)
+PIP_SPEC    := $(shell sed -n 's/^\(pip==[^ ]*\).*/\1/p' constraints.txt)
+PIP_INSTALL  = $(PY) -m pip install --progress-bar on
+$(VENV)/.installed-%: requirements/%.txt constraints.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), f"Python >= 3.11 needed, found {sys.version.split()[0]}"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[$*]"
+	$(PY) -m pip install --quiet "$(PIP_SPEC)"
+	@echo "make: installing $(TORCH_SPEC) first (the CPU build where pip finds one; see README for a laptop)"
+	$(PIP_INSTALL) $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
+	@echo "make: installing the locked set requirements/$*.txt (exact versions, hashes checked)"
+	$(PIP_INSTALL) -c constraints.txt -r requirements/$*.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m pip check
 	$(PY) -c 'import torch; print("torch", torch.__version__)'
 	touch $@
+
+# `make lock`: requirements/*.txt resolved again from pyproject.toml (versions already locked
+# are kept); `make lock UPGRADE=1`: the newest versions the requirements allow (a lecturer,
+# before a term: then `make test` and `make integration`, and commit requirements/). uv,
+# pinned, is installed into build/lock/ for this only.
+UV_SPEC ?= uv==0.13.10
+.PHONY: lock deps-check
+lock:
+	@test -x build/lock/bin/uv || { $(PYTHON) -m venv build/lock && build/lock/bin/python -m pip install --quiet "$(UV_SPEC)"; }
+	build/lock/bin/python scripts/lock.py $(if $(filter 1 yes true,$(UPGRADE)),--upgrade,)
 
 # The README's set-up without make, run as written in a fresh venv, then 00 executed with it
 # (about 1-2 minutes with pip's wheels at hand; not part of `make test`).
@@ -192,8 +209,8 @@ nbval: $(STAMP)
 	    $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(NBVAL_ARGS) notebooks
 
 # Another torch (README: "Any torch you already have"): a separate venv, $(TORCH_VENV)/ (git-ignored),
-# with that torch installed first and the course's lab and test extras after it WITHOUT the
-# constraints file (as a student with their own torch would), then strict nbval of every notebook
+# with that torch installed first and the locked dev set after it WITHOUT the constraints
+# file (the lock minus torch, as a student with their own torch would install it), then strict nbval of every notebook
 # exactly as `make nbval` runs it. Not part of `make test` (the venv alone is ~5.5 GB with a CUDA
 # build; 76 min on a busy 2-core machine, 18 of them installing). `make torch-check` checks torch==2.14.1;
 # `make torch-check TORCH_SPEC=torch==2.2.2` another one (the venv is rebuilt when the spec changes).
@@ -206,9 +223,10 @@ torch-check:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), f"Python >= 3.11 needed, found {sys.version.split()[0]}"'
 	@if [ "$$(cat $(TORCH_VENV)/.torch-spec 2>/dev/null)" != "$(CHECK_TORCH)" ]; then \
 	    set -e; rm -rf $(TORCH_VENV); $(PYTHON) -m venv $(TORCH_VENV); \
-	    $(TORCH_PY) -m pip install --quiet --upgrade pip; \
+	    $(TORCH_PY) -m pip install --quiet "$(PIP_SPEC)"; \
 	    $(TORCH_PY) -m pip install --quiet $(TORCH_PIP_ARGS) "$(CHECK_TORCH)"; \
-	    $(TORCH_PY) -m pip install --quiet -e ".[lab,test]"; \
+	    $(TORCH_PY) -m pip install --quiet -r requirements/dev.txt; \
+	    $(TORCH_PY) -m pip install --quiet --no-deps --no-build-isolation -e .; \
 	    $(TORCH_PY) -m pip check; \
 	    echo "$(CHECK_TORCH)" > $(TORCH_VENV)/.torch-spec; fi
 	@$(TORCH_PY) -c 'import torch; print("make torch-check: torch", torch.__version__, "in $(TORCH_VENV)")'
@@ -224,7 +242,7 @@ notebooks: $(STAMP)
 
 # Rebuild the shipped corpora from Debian packages (needs apt-get; see data/*.md).
 data: $(STAMP)
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[data]"
+	$(PIP_INSTALL) -c constraints.txt -r requirements/data.txt
 	$(PY) scripts/build_es_en_corpus.py
 	$(PY) scripts/build_english_text.py
 
