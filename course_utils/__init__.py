@@ -8,7 +8,11 @@ Importing it also sets ``OMP_WAIT_POLICY=PASSIVE`` unless already set, *before* 
 starts its OpenMP thread pool: with spin-waiting threads, PyTorch on a 2-core machine can
 stall for minutes (see ``course_utils.runtime``). And it sets ``HF_HUB_OFFLINE=1`` and
 ``TRANSFORMERS_OFFLINE=1`` unless already set: the course loads its pre-trained model from
-an installed package, and nothing may wait on the network.
+an installed package, and nothing may wait on the network. And ``USE_HUB_KERNELS=0``:
+``transformers`` (5.x) otherwise swaps layers of a loaded model for compiled kernels that it
+fetches from the Hub at run time, on the device type it sees (on a GPU: by its compute
+capability), which an offline course must not do, and which the device check's pretended GPU
+cannot answer.
 """
 
 import importlib
@@ -23,10 +27,10 @@ OMP_POLICY_TORCH_SAW = os.environ.get("OMP_WAIT_POLICY", "") if TORCH_LOADED_BEF
 #: the settings of every kernel the course starts for itself (the grader's, the browser test's,
 #: the device check's, the full-profile smoke test's), read there rather than restated: OpenMP
 #: threads that wait without spinning, nothing fetched from the network, Python's string
-#: hashes fixed (so that set orders repeat). The first three are also this process's defaults.
+#: hashes fixed (so that set orders repeat). All but the last are also this process's defaults.
 KERNEL_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-              "PYTHONHASHSEED": "0"}
-for _key in ("OMP_WAIT_POLICY", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+              "USE_HUB_KERNELS": "0", "PYTHONHASHSEED": "0"}
+for _key in ("OMP_WAIT_POLICY", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "USE_HUB_KERNELS"):
     os.environ.setdefault(_key, KERNEL_ENV[_key])
 
 __version__ = "0.1.0"

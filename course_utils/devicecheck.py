@@ -397,6 +397,45 @@ def install() -> DeviceCheck:
     return check
 
 
+#: what only a real GPU can answer; a library that asks has gone down a path for CUDA hardware
+_HARDWARE_QUERIES = ("get_device_capability", "get_device_properties", "get_device_name", "mem_get_info")
+
+
+def _asking_library() -> str:
+    """The top-level package of the innermost caller outside torch and this module."""
+    torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if path != os.path.abspath(__file__) and not path.startswith(torch_dir):
+            for root in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]):
+                if path.startswith(os.path.abspath(root) + os.sep):
+                    return path[len(os.path.abspath(root)) + 1:].split(os.sep)[0]
+            return _describe(frame)
+        frame = frame.f_back
+    return "?"
+
+
+def _hardware_query(name: str, real):
+    """torch.cuda.<name> under the check: the pretended GPU has no hardware to describe, so a
+    caller that asks (a library choosing CUDA kernels by compute capability) is stopped with
+    its name, instead of failing deep inside torch with 'Torch not compiled with CUDA'."""
+
+    def query(*args, **kwargs):
+        if torch.cuda.is_available():         # a real GPU beside the check (never in the course)
+            return real(*args, **kwargs)
+        who = _asking_library()
+        raise DeviceMistake(
+            f"{who} asked torch.cuda.{name}() under the device check, which pretends a CUDA GPU on "
+            f"this CPU and has no hardware to describe: {who} is taking a path for CUDA hardware "
+            "that this check cannot follow. Switch that path off for the course's processes "
+            "(as course_utils.KERNEL_ENV does with USE_HUB_KERNELS=0 for transformers' Hub "
+            "kernels), or keep the library's work on the CPU.")
+
+    query.__wrapped__ = real
+    return query
+
+
 def _patch_torch(check: DeviceCheck) -> None:
     real_load, real_generator = torch.load, torch.Generator
 
@@ -437,6 +476,8 @@ def _patch_torch(check: DeviceCheck) -> None:
     torch.Generator = generator
     for name in ("synchronize", "empty_cache", "reset_peak_memory_stats"):
         setattr(torch.cuda, name, lambda *a, **k: None)
+    for name in _HARDWARE_QUERIES:
+        setattr(torch.cuda, name, _hardware_query(name, getattr(torch.cuda, name)))
     torch.cuda.max_memory_allocated = lambda *a, **k: 0
     torch.cuda.memory_allocated = lambda *a, **k: 0
     torch.cuda.manual_seed = torch.cuda.manual_seed_all = lambda *a, **k: None

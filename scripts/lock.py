@@ -78,12 +78,18 @@ def header(name: str) -> str:
             f"#   pip install -c constraints.txt -r requirements/{name}.txt && pip install --no-deps -e .\n")
 
 
-def pins(text: str) -> dict[str, str]:
-    """package name (normalised) -> pinned version, from a lock file's text."""
+def pins(text: str, environment: dict | None = None) -> dict[str, str]:
+    """package name (normalised) -> pinned version, from a lock file's text, for the pins whose
+    environment marker holds in ``environment`` (default: this interpreter). A universal lock
+    may pin a package twice, for older and newer Pythons."""
+    from packaging.markers import Marker
     out = {}
     for line in text.splitlines():
         match = PIN.match(line)
         if match:
+            marker = line.split(";", 1)[1].rstrip(" \\") if ";" in line else ""
+            if marker.strip() and not Marker(marker.strip()).evaluate(environment):
+                continue
             out[re.sub(r"[-_.]+", "-", match.group(1)).lower()] = match.group(2)
     return out
 

