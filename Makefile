@@ -72,6 +72,14 @@ lock:
 	@test -x build/lock/bin/uv || { $(PYTHON) -m venv build/lock && build/lock/bin/python -m pip install --quiet "$(UV_SPEC)"; }
 	build/lock/bin/python scripts/lock.py $(if $(filter 1 yes true,$(UPGRADE)),--upgrade,)
 
+# The drift check: a fresh venv (build/deps-check/venv) with the NEWEST versions pyproject.toml
+# allows (no lock; torch as pinned), what moved against requirements/dev.txt, then the unit
+# tests, strict nbval and the device check of every notebook there; a report in
+# build/deps-check/report.md; exit status 1 if anything broke (scripts/deps_check.py; about an
+# hour on a 2-core machine). STAGES=unit,nbval,device narrows it.
+deps-check: $(STAMP)
+	$(NATIVE_ENV) $(PY) scripts/deps_check.py $(if $(STAGES),--stages $(STAGES),)
+
 # The README's set-up without make, run as written in a fresh venv, then 00 executed with it
 # (about 1-2 minutes with pip's wheels at hand; not part of `make test`).
 install-check:
