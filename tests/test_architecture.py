@@ -81,8 +81,9 @@ def test_the_check_sees_an_import_that_runs_up():
     """The reading finds all three kinds of import (it would pass vacuously otherwise)."""
     probe = ("\n\ndef _probe():\n    from course_utils import widgets\n    from .transformer import EncoderLayer\n"
              "    return importlib.import_module('course_utils.gpt')\n")
-    assert _imports("attention") == set()
-    assert _imports("attention", (PACKAGE / "attention.py").read_text() + probe) == {"widgets", "transformer", "gpt"}
+    assert _imports("attention") == {"checks"}
+    assert _imports("attention", (PACKAGE / "attention.py").read_text() + probe) == {"checks", "widgets",
+                                                                                   "transformer", "gpt"}
 
 
 def test_the_kernel_settings_are_written_once():
@@ -91,8 +92,8 @@ def test_the_kernel_settings_are_written_once():
     import re
     import course_utils
     assert course_utils.KERNEL_ENV == {"OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1",
-                                       "TRANSFORMERS_OFFLINE": "1", "PYTHONHASHSEED": "0"}
-    restated = re.compile(r'"(OMP_WAIT_POLICY|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE)"\s*:\s*"')
+                                       "TRANSFORMERS_OFFLINE": "1", "USE_HUB_KERNELS": "0", "PYTHONHASHSEED": "0"}
+    restated = re.compile(r'"(OMP_WAIT_POLICY|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE|USE_HUB_KERNELS)"\s*:\s*"')
     # the code that starts kernels (tests that assert what a kernel saw may name the values)
     starters = [*(ROOT / "course_utils").rglob("*.py"), *(ROOT / "scripts").rglob("*.py"), *(ROOT / "grader").rglob("*.py"),
                 ROOT / "tests" / "browser.py", ROOT / "tests" / "test_full_profile_smoke.py"]
