@@ -19,6 +19,8 @@ import math
 import torch
 from torch import nn
 
+from course_utils.checks import check_positive, check_tensor
+
 # --------------------------------------------------------------------------------------
 # Masks and the masked softmax
 # --------------------------------------------------------------------------------------
@@ -27,21 +29,25 @@ from torch import nn
 def causal_mask(n: int, device=None) -> torch.Tensor:
     """(n, n) bool mask, True on and below the diagonal: query i sees keys 0..i.
     Taught in: 04_transformer."""
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"causal_mask needs a positive int size, got {n!r}")
+    check_positive("n", n)
     return torch.ones(n, n, dtype=torch.bool, device=device).tril()
 
 
 def padding_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
     """(batch, max_len) bool mask, True at real (non-padded) positions.
     Taught in: 02_bahdanau_attention."""
-    lengths = torch.as_tensor(lengths)
-    if lengths.dim() != 1:
-        raise ValueError(f"lengths must be 1-d (batch,), got shape {tuple(lengths.shape)}")
-    longest = int(lengths.max()) if lengths.numel() else 0
-    max_len = longest if max_len is None else max_len
-    if max_len < longest:
-        raise ValueError(f"max_len={max_len} is shorter than the longest length {longest}")
+    if isinstance(lengths, (list, tuple)):
+        lengths = torch.tensor(lengths, dtype=torch.long)
+    check_tensor("lengths", lengths, dims=1, dtype="int")
+    if max_len is None:  # the lengths are read (the one sync), so their values are checked too
+        longest, shortest = (lengths.max().item(), lengths.min().item()) if lengths.numel() else (0, 0)
+        if shortest < 0:
+            raise ValueError(f"lengths must be >= 0, got {shortest}")
+        max_len = longest
+    else:
+        check_positive("max_len", max_len)
+        if lengths.device.type == "cpu" and lengths.numel() and lengths.max().item() > max_len:
+            raise ValueError(f"max_len={max_len} is shorter than the longest length {lengths.max().item()}")
     return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
 
 
@@ -52,15 +58,17 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     get all-zero weights, and no NaN reaches the forward or the backward pass.
     Taught in: 02_bahdanau_attention.
     """
+    check_tensor("scores", scores, dtype="float")
     if mask is None:
-        return torch.softmax(scores, dim=-1)
-    if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a bool tensor (True = may attend), got {mask.dtype}")
-    try:
-        mask = mask.expand_as(scores)
-    except RuntimeError:
-        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to scores of "
-                         f"shape {tuple(scores.shape)}") from None
+        mask = scores != float("-inf")  # a row of -inf scores is a fully masked row
+    else:
+        check_tensor("mask", mask, dtype="bool")
+        try:
+            mask = mask.expand_as(scores)
+        except RuntimeError:
+            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to scores of "
+                             f"shape {tuple(scores.shape)}") from None
+        mask = mask & (scores != float("-inf"))  # -inf scores count as masked
     any_kept = mask.any(dim=-1, keepdim=True)
     # -inf where masked; a fully masked row is left finite so softmax never sees all -inf
     scores = scores.masked_fill(~mask & any_kept, float("-inf"))
@@ -92,15 +100,24 @@ class ScoreAttention(nn.Module):
         """(batch, n_q, query_size), prepared keys (batch, n_k, ...) -> (batch, n_q, n_k)."""
         raise NotImplementedError
 
+    query_size: int | None = None  # the sizes a subclass was built for (None: any)
+    key_size: int | None = None
+
     def forward(self, query, keys, values=None, mask=None, prepared=None):
-        values = keys if values is None else values
+        sizes = {"query_size": (self.query_size, "the module"), "key_size": (self.key_size, "the module")}
+        sizes = {k: v for k, v in sizes.items() if v[0] is not None}
+        check_tensor("query", query, dims=(2, 3), dtype="float")
+        check_tensor("keys", keys, dtype="float", shape=("batch", "n_k", "key_size"), sizes=sizes)
+        check_tensor("query", query, shape=("batch",) + ((None,) if query.dim() == 3 else ()) + ("query_size",),
+                     sizes=sizes)
+        values = keys if values is None else check_tensor("values", values, dtype="float",
+                                                          shape=("batch", "n_k", None), sizes=sizes)
         one_step = query.dim() == 2
         q = query.unsqueeze(1) if one_step else query  # (batch, n_q, query_size)
-        if q.dim() != 3 or keys.dim() != 3:
-            raise ValueError(f"query must be (batch, query_size) or (batch, n_q, query_size) and keys "
-                             f"(batch, n_k, key_size); got {tuple(query.shape)} and {tuple(keys.shape)}")
-        if mask is not None and mask.dim() == 2:
-            mask = mask.unsqueeze(1)  # (batch, 1, n_k): the same keys for every query
+        if mask is not None:
+            check_tensor("mask", mask, dims=(2, 3), dtype="bool", shape=(..., "n_k"), sizes=sizes)
+            if mask.dim() == 2:
+                mask = mask.unsqueeze(1)  # (batch, 1, n_k): the same keys for every query
         prepared = self.prepare(keys) if prepared is None else prepared
         scores = self.score(q, prepared)  # (batch, n_q, n_k)
         weights = masked_softmax(scores, mask)
@@ -125,6 +142,7 @@ class MultiplicativeAttention(ScoreAttention):
 
     def __init__(self, query_size: int, key_size: int):
         super().__init__()
+        self.query_size, self.key_size = check_positive("query_size", query_size), check_positive("key_size", key_size)
         self.W = nn.Linear(key_size, query_size, bias=False)
 
     def prepare(self, keys):
@@ -139,6 +157,8 @@ class AdditiveAttention(ScoreAttention):
 
     def __init__(self, query_size: int, key_size: int, hidden_size: int):
         super().__init__()
+        self.query_size, self.key_size = check_positive("query_size", query_size), check_positive("key_size", key_size)
+        check_positive("hidden_size", hidden_size)
         self.W1 = nn.Linear(key_size, hidden_size, bias=False)
         self.W2 = nn.Linear(query_size, hidden_size, bias=False)
         self.v = nn.Linear(hidden_size, 1, bias=False)
@@ -160,6 +180,8 @@ class MLPAttention(ScoreAttention):
 
     def __init__(self, query_size: int, key_size: int, hidden_size: int):
         super().__init__()
+        self.query_size, self.key_size = check_positive("query_size", query_size), check_positive("key_size", key_size)
+        check_positive("hidden_size", hidden_size)
         self.W_query = nn.Linear(query_size, hidden_size)          # A s + b
         self.W_key = nn.Linear(key_size, hidden_size, bias=False)  # B h
         self.rest = nn.Sequential(nn.ReLU(), nn.Linear(hidden_size, hidden_size), nn.ReLU(),
@@ -193,11 +215,17 @@ def make_attention(kind: str, query_size: int, key_size: int, hidden_size: int =
 # --------------------------------------------------------------------------------------
 
 
-def _check_qkv(q, k, v) -> None:
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"queries and keys need the same size d_k, got {q.shape[-1]} and {k.shape[-1]}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"keys and values need the same length, got {k.shape[-2]} and {v.shape[-2]}")
+def _check_qkv(q, k, v, mask) -> None:
+    """q (..., n_q, d_k), k (..., n_k, d_k), v (..., n_k, d_v), mask bool (..., n_q or 1, n_k)."""
+    sizes = {}
+    check_tensor("q", q, dtype="float", shape=(..., "n_q", "d_k"), sizes=sizes)
+    check_tensor("k", k, dtype="float", shape=(..., "n_k", "d_k"), sizes=sizes)
+    check_tensor("v", v, dtype="float", shape=(..., "n_k", None), sizes=sizes)
+    if mask is not None:
+        check_tensor("mask", mask, dtype="bool", shape=(..., None, "n_k"), sizes=sizes)
+        if mask.shape[-2] not in (1, q.shape[-2]):
+            raise ValueError(f"mask must have shape (..., n_q or 1, n_k) with n_q = {q.shape[-2]} "
+                             f"(from q), got shape {tuple(mask.shape)}")
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, dropout: nn.Module | None = None):
@@ -207,7 +235,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout: nn.Module | None =
     (..., n_q, n_k). Returns ``(output (..., n_q, d_v), weights (..., n_q, n_k))``.
     Taught in: 04_transformer.
     """
-    _check_qkv(q, k, v)
+    _check_qkv(q, k, v, mask)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., n_q, n_k)
     weights = masked_softmax(scores, mask)
     if dropout is not None:
@@ -221,11 +249,9 @@ def fused_attention(q, k, v, mask=None, dropout_p: float = 0.0) -> torch.Tensor:
     less memory. Same shapes and mask convention (bool, True = may attend); a query whose
     keys are all masked gets a zero output, as in the written-out version.
     Taught in: 04_transformer (the fast path of multi-head attention)."""
-    _check_qkv(q, k, v)
+    _check_qkv(q, k, v, mask)
     if mask is None:
         return nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
-    if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a bool tensor (True = may attend), got {mask.dtype}")
     any_kept = mask.any(dim=-1, keepdim=True)  # (..., n_q, 1): False where every key is masked
     # torch's kernel gives NaN for a row with no key: let such rows see every key, then zero them
     out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~any_kept,
@@ -246,6 +272,8 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
+        check_positive("d_model", d_model)
+        check_positive("num_heads", num_heads)
         if d_model % num_heads:
             raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
         self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
@@ -266,14 +294,18 @@ class MultiHeadAttention(nn.Module):
         return x.transpose(1, 2).reshape(batch, n, self.d_model)
 
     def forward(self, query, key, value, mask=None, need_weights: bool = True):
-        if query.dim() != 3 or query.shape[-1] != self.d_model:
-            raise ValueError(f"query must be (batch, n_q, {self.d_model}), got {tuple(query.shape)}")
+        sizes = {"d_model": (self.d_model, "the module")}
+        check_tensor("query", query, dtype="float", shape=("batch", "n_q", "d_model"), sizes=sizes)
+        check_tensor("key", key, dtype="float", shape=("batch", "n_k", "d_model"), sizes=sizes)
+        check_tensor("value", value, dtype="float", shape=("batch", "n_k", "d_model"), sizes=sizes)
         if mask is not None:
+            # (n_q, n_k), (batch, n_q or 1, n_k) or (batch, heads, n_q or 1, n_k)
+            check_tensor("mask", mask, dims=(2, 3, 4), dtype="bool", shape=(..., None, "n_k"), sizes=sizes)
+            if mask.shape[-2] not in (1, query.shape[1]):
+                raise ValueError(f"mask must have shape (..., n_q or 1, n_k) with n_q = {query.shape[1]} "
+                                 f"(from query), got shape {tuple(mask.shape)}")
             if mask.dim() == 3:
                 mask = mask.unsqueeze(1)  # (batch, 1, n_q or 1, n_k): the same for every head
-            elif mask.dim() not in (2, 4):
-                raise ValueError(f"mask must be (n_q, n_k), (batch, n_q, n_k) or "
-                                 f"(batch, heads, n_q, n_k), got shape {tuple(mask.shape)}")
         # 1. project and split into heads: (batch, heads, n, d_head)
         q, k, v = self.split_heads(self.W_q(query)), self.split_heads(self.W_k(key)), self.split_heads(self.W_v(value))
         # 2. attend in every head at once (weights only if asked for: the fused kernel is faster)

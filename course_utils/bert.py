@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from course_utils.attention import causal_mask
+from course_utils.checks import check_config, check_ids, check_tensor
 from course_utils.transformer import EncoderLayer
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -155,11 +156,9 @@ class BertConfig:
     pad_id: int = 0
 
     def __post_init__(self):
-        if self.d_model % self.num_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
-        for name in ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "max_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        check_config(self, positive=("vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "max_len",
+                                     "type_vocab_size"),
+                     divides=[("d_model", "num_heads")], fractions=("dropout",))
 
 
 @dataclass
@@ -188,7 +187,8 @@ class BertEmbeddings(nn.Module):
         """The three summands, each (batch, n, d)."""
         n = input_ids.shape[1]
         if n > self.position.num_embeddings:
-            raise ValueError(f"sequence of {n} tokens is longer than max_len={self.position.num_embeddings}")
+            raise ValueError(f"input_ids holds sequences of {n} tokens, longer than max_len="
+                             f"{self.position.num_embeddings}")
         positions = torch.arange(n, device=input_ids.device).expand_as(input_ids)
         return self.token(input_ids), self.segment(token_type_ids), self.position(positions)
 
@@ -198,15 +198,12 @@ class BertEmbeddings(nn.Module):
 
 
 def _check_ids(input_ids, token_type_ids, attention_mask):
-    if not torch.is_tensor(input_ids) or input_ids.dim() != 2:
-        raise ValueError(f"input_ids must be a (batch, n) tensor, got "
-                         f"{tuple(input_ids.shape) if torch.is_tensor(input_ids) else type(input_ids).__name__}")
+    sizes = {}
+    check_ids("input_ids", input_ids, shape=("batch", "n"), sizes=sizes)
     token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
     attention_mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
-    for name, t in (("token_type_ids", token_type_ids), ("attention_mask", attention_mask)):
-        if t.shape != input_ids.shape:
-            raise ValueError(f"{name} must have the shape of input_ids {tuple(input_ids.shape)}, "
-                             f"got {tuple(t.shape)}")
+    check_ids("token_type_ids", token_type_ids, shape=("batch", "n"), sizes=sizes)
+    check_tensor("attention_mask", attention_mask, shape=("batch", "n"), sizes=sizes)
     return token_type_ids, attention_mask
 
 

@@ -181,6 +181,8 @@ def count_pairs(corpus: Mapping[tuple[str, ...], int]) -> Counter:
 def merge_pair(symbols: Sequence[str], pair: tuple[str, str]) -> tuple[str, ...]:
     """Replace each occurrence of ``pair`` in ``symbols``, left to right, by the joined
     symbol: ('h', 'u', 'g') with ('u', 'g') -> ('h', 'ug'). Taught in: 06_bpe."""
+    if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+        raise TypeError(f"pair must be a (str, str) tuple, got {pair!r}")
     a, b = pair
     out, i = [], 0
     while i < len(symbols):
@@ -390,6 +392,8 @@ class BPETokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """Tokens (strings) of ``text``; byte-level tokens show bytes as characters ('Ġ' = space)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__} (encode one text at a time)")
         return [t for piece in pretokenize(text) for t in self.encode_word(piece)]
 
     def encode(self, text: str) -> list[int]:
@@ -399,6 +403,8 @@ class BPETokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ``ids``: exact for byte level; character level writes ``unk_token``
         where a character was unknown."""
+        if isinstance(ids, (str, bytes)):
+            raise TypeError(f"ids must be a list of int ids, got a {type(ids).__name__}")
         tokens = []
         for i in ids:
             i = int(i)

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from course_utils.attention import masked_softmax, padding_mask
+from course_utils.checks import check_ids
 from course_utils.data import PAD_ID, check_src_batch
 
 
@@ -144,7 +145,7 @@ class ConvS2S(nn.Module):
     def run_encoder(self, src, src_lengths):
         """z (batch, S, E), z + u (batch, S, E) and the source mask (batch, S), all zero at
         padded positions."""
-        check_src_batch(src, src_lengths)
+        src_lengths = check_src_batch(src, src_lengths, self.cfg.src_vocab_size)
         mask = padding_mask(src_lengths, src.shape[1]).to(src.device)  # (batch, S)
         keep = mask.unsqueeze(1).to(torch.get_default_dtype())           # (batch, 1, S)
         u = self._embed(src, self.src_embedding, self.src_position)     # (batch, S, E)
@@ -205,6 +206,8 @@ class ConvS2S(nn.Module):
         supported: that is what makes the training parallel."""
         if teacher_forcing != 1.0:
             raise ValueError(f"ConvS2S trains with teacher forcing 1.0 only, got {teacher_forcing}")
+        sizes = {"batch": (src.shape[0], "src")} if torch.is_tensor(src) and src.dim() == 2 else {}
+        check_ids("tgt_in", tgt_in, self.cfg.tgt_vocab_size, shape=("batch", "tgt_len"), sizes=sizes)
         memory, _ = self.encode(src, src_lengths)
         return self.run_decoder(tgt_in, memory)
 

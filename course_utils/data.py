@@ -55,6 +55,7 @@ from typing import Iterable, Mapping, NamedTuple, Sequence
 
 import torch
 
+from course_utils.checks import check_ids, check_list, check_positive, check_tensor
 from course_utils.files import write_atomic
 
 # --------------------------------------------------------------------------------------
@@ -137,15 +138,19 @@ class Vocab:
         """Ids of ``tokens`` (a str is tokenised first); unknown words become ``<unk>``."""
         if isinstance(tokens, str):
             tokens = tokenize(tokens)
+        tokens = check_list("tokens", tokens, "str tokens")
+        if tokens and not isinstance(tokens[0], str):
+            raise TypeError(f"tokens must be a str or a list of str tokens, got a list of "
+                            f"{type(tokens[0]).__name__} (ids? use decode for ids)")
         ids = [self[t] for t in tokens]
         return ([SOS_ID] if add_sos else []) + ids + ([EOS_ID] if add_eos else [])
 
     def decode(self, ids: Sequence[int] | torch.Tensor, strip: bool = True) -> list[str]:
         """Tokens of ``ids``; with ``strip``, stop at ``<eos>`` and drop ``<pad>``/``<sos>``."""
         if isinstance(ids, torch.Tensor):
-            if ids.dim() != 1:
-                raise ValueError(f"decode expects a 1-d sequence of ids, got shape {tuple(ids.shape)}")
+            check_tensor("ids", ids, dims=1, dtype="int")
             ids = ids.tolist()
+        ids = check_list("ids", ids, "int ids")
         tokens = []
         for i in ids:
             if not 0 <= i < len(self.itos):
@@ -175,11 +180,12 @@ class Vocab:
 
 def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pad id lists into a (batch, max_len) long tensor; also return lengths (batch,)."""
+    seqs = check_list("seqs", seqs, "id lists")
     if len(seqs) == 0:
-        raise ValueError("pad_sequences needs at least one sequence, got none")
+        raise ValueError("seqs must hold at least one sequence, got none")
     lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
     if (lengths == 0).any():
-        raise ValueError(f"empty sequence at positions {torch.nonzero(lengths == 0).flatten().tolist()}")
+        raise ValueError(f"seqs holds an empty sequence at positions {torch.nonzero(lengths == 0).flatten().tolist()}")
     longest = int(lengths.max())
     # one tensor from padded lists: the same as filling a (batch, max_len) tensor row by
     # row, without a small tensor per row
@@ -212,6 +218,15 @@ class Batch:
         return int((self.tgt_lengths - 1).sum())
 
 
+def _check_pairs(name: str, pairs) -> list[tuple[str, str]]:
+    """``pairs`` as a list, refused unless each item is a (source, target) pair of strings."""
+    pairs = check_list(name, pairs, "(source, target) pairs of str")
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
+            raise TypeError(f"{name}[{i}] must be a (source, target) pair of str, got {pair!r:.60}")
+    return pairs
+
+
 class TranslationData:
     """Tokenised pairs and their vocabularies; makes padded, length-bucketed batches.
 
@@ -219,7 +234,7 @@ class TranslationData:
     """
 
     def __init__(self, pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab):
-        self.pairs = list(pairs)
+        self.pairs = _check_pairs("pairs", pairs)
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.src_tokens = [tokenize(s) for s, _ in self.pairs]
         self.tgt_tokens = [tokenize(t) for _, t in self.pairs]
@@ -230,6 +245,7 @@ class TranslationData:
     def build(cls, train_pairs: Sequence[tuple[str, str]], min_freq: int = 1,
               max_size: int | None = None) -> "TranslationData":
         """Training data with vocabularies built from it."""
+        train_pairs = _check_pairs("train_pairs", train_pairs)
         src_vocab = Vocab.build((tokenize(s) for s, _ in train_pairs), min_freq, max_size)
         tgt_vocab = Vocab.build((tokenize(t) for _, t in train_pairs), min_freq, max_size)
         return cls(train_pairs, src_vocab, tgt_vocab)
@@ -260,8 +276,7 @@ class TranslationData:
         batch is a slice of the pairs sorted by length); ``shuffle`` then shuffles the
         order of the batches (and which pairs share a batch, within pools of 50 batches).
         """
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        check_positive("batch_size", batch_size)
         rng = random.Random(seed)
         order = list(range(len(self)))
         if shuffle:
@@ -279,11 +294,22 @@ class TranslationData:
         return [self.batch(c) for c in chunks]
 
 
-def check_src_batch(src: torch.Tensor, src_lengths: torch.Tensor) -> None:
-    """Raise a clear error unless ``src`` is (batch, src_len) and ``src_lengths`` (batch,)."""
-    if src.dim() != 2 or src_lengths.dim() != 1 or src.shape[0] != src_lengths.shape[0]:
-        raise ValueError(f"src must be (batch, src_len) and src_lengths (batch,), got "
-                         f"{tuple(src.shape)} and {tuple(src_lengths.shape)}")
+def check_src_batch(src: torch.Tensor, src_lengths, vocab_size: int | None = None,
+                    sizes: dict | None = None) -> torch.Tensor:
+    """Raise a clear error unless ``src`` is (batch, src_len) token ids (in 0..vocab_size - 1
+    if given) and ``src_lengths`` (batch,) integer lengths (a list is accepted); returns the
+    lengths as a tensor on ``src``'s device. On the CPU the lengths are also checked to lie in
+    1..src_len. ``sizes``: a dict that records batch and src_len (see ``checks.check_tensor``)."""
+    sizes = {} if sizes is None else sizes
+    check_ids("src", src, vocab_size, shape=("batch", "src_len"), sizes=sizes)
+    if isinstance(src_lengths, (list, tuple)):
+        src_lengths = torch.tensor(src_lengths, dtype=torch.long, device=src.device)
+    check_tensor("src_lengths", src_lengths, dtype="int", shape=("batch",), sizes=sizes)
+    if src_lengths.device.type == "cpu" and src_lengths.numel():
+        low, high = src_lengths.min().item(), src_lengths.max().item()
+        if low < 1 or high > src.shape[1]:
+            raise ValueError(f"src_lengths must lie in 1..{src.shape[1]} (src_len), got {low}..{high}")
+    return src_lengths
 
 
 DEFAULT_BUCKET_EDGES = (0, 10, 20, 30)
@@ -678,9 +704,7 @@ def alignment_sketch(src: str, tgt: str, lexicon: Mapping[str, Mapping[str, floa
 
 def check_images(images, what: str = "images") -> None:
     """A clear error unless ``images`` is a 4-D tensor (batch, channels, height, width)."""
-    if not torch.is_tensor(images) or images.dim() != 4:
-        shape = tuple(images.shape) if torch.is_tensor(images) else type(images).__name__
-        raise ValueError(f"{what} must be a tensor (batch, channels, height, width), got {shape}")
+    check_tensor(what, images, dtype="float", shape=("batch", "channels", "height", "width"))
 
 
 class ImageSplit(NamedTuple):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from course_utils.checks import check_list, check_positive
 from course_utils.data import EOS_ID, PAD_ID, SOS_ID, check_src_batch
 from course_utils.runtime import cap_decode_len, check_device
 
@@ -38,10 +39,10 @@ class Decoded:
 
 @torch.no_grad()
 def _sample_or_greedy(model, src, src_lengths, max_len, temperature, generator):
-    check_src_batch(src, src_lengths)
+    src_lengths = check_src_batch(src, src_lengths)
     check_device(model, src, what="decoding")
     src_lengths = src_lengths.to(src.device)  # lengths may come from the CPU (packing wants them there)
-    max_len = cap_decode_len(max_len)  # only in a smoke test
+    max_len = cap_decode_len(check_positive("max_len", max_len))  # capped only in a smoke test
     was_training = model.training
     model.eval()
     memory, state = model.encode(src, src_lengths)
@@ -113,12 +114,12 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
     'finished' (ended in <eos>) or 'pruned' (ranked, but the beam was full). The beam
     explorer of 01 draws from it (``translation_widgets.beam_trace``).
     """
-    check_src_batch(src, src_lengths)
+    src_lengths = check_src_batch(src, src_lengths)
     check_device(model, src, what="decoding")
     src_lengths = src_lengths.to(src.device)  # lengths may come from the CPU (packing wants them there)
     if not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
-    max_len = cap_decode_len(max_len)  # only in a smoke test
+    max_len = cap_decode_len(check_positive("max_len", max_len))  # capped only in a smoke test
     was_training = model.training
     model.eval()
     batch, K, device = src.shape[0], beam_size, src.device
@@ -213,11 +214,13 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
 def sequence_log_prob(model, src, src_lengths, tokens: list[list[int]]) -> list[float]:
     """The model's own score of given outputs: summed log-probabilities of each token list
     (ending in <eos>), fed word by word. Taught in: 01_seq2seq_bottleneck."""
-    check_src_batch(src, src_lengths)
+    src_lengths = check_src_batch(src, src_lengths)
     check_device(model, src, what="decoding")
     src_lengths = src_lengths.to(src.device)  # lengths may come from the CPU (packing wants them there)
+    tokens = check_list("tokens", tokens, "token id lists")
     if len(tokens) != src.shape[0]:
-        raise ValueError(f"need one token list per source sentence: {len(tokens)} vs {src.shape[0]}")
+        raise ValueError(f"tokens must hold one token list per source sentence: got {len(tokens)} "
+                         f"lists for {src.shape[0]} sentences")
     was_training = model.training
     model.eval()
     memory, state = model.encode(src, src_lengths)
@@ -236,6 +239,18 @@ def sequence_log_prob(model, src, src_lengths, tokens: list[list[int]]) -> list[
     return total.tolist()
 
 
+def check_vocab_sizes(model, data) -> None:
+    """A ValueError naming ``data`` unless the model was built for ``data``'s vocabularies
+    (its config's ``src_vocab_size`` and ``tgt_vocab_size``, where it has them)."""
+    cfg = getattr(model, "cfg", None) or getattr(getattr(model, "model", None), "cfg", None)
+    for side in ("src", "tgt"):
+        size, vocab = getattr(cfg, f"{side}_vocab_size", None), getattr(data, f"{side}_vocab", None)
+        if size is not None and vocab is not None and size != len(vocab):
+            raise ValueError(f"the model and data do not belong together: the model was built for "
+                             f"{size} {side} words, data's {side}_vocab has {len(vocab)}; pass the "
+                             f"TranslationData the model was trained with")
+
+
 def translate(model, data, pairs_or_sources, method: str = "greedy", batch_size: int = 128,
               device=None, **kwargs) -> list[list[str]]:
     """Translate sentences (strings, or (source, target) pairs) with ``data``'s vocabularies,
@@ -245,7 +260,9 @@ def translate(model, data, pairs_or_sources, method: str = "greedy", batch_size:
     if method not in decoders:
         raise ValueError(f"method must be one of {sorted(decoders)}, got {method!r}")
     device = device or check_device(model, what="translate")
-    items = [p if isinstance(p, tuple) else (p, "") for p in pairs_or_sources]
+    check_vocab_sizes(model, data)
+    items = [p if isinstance(p, tuple) else (p, "") for p in
+             check_list("pairs_or_sources", pairs_or_sources, "sentences or (source, target) pairs")]
     encoded = data.with_pairs([(s, t or "x") for s, t in items])
     results: list[list[str] | None] = [None] * len(items)
     for batch in encoded.batches(batch_size, shuffle=False, by_length=True):
@@ -263,7 +280,8 @@ def score_translations(model, data, pairs, method: str = "greedy", batch_size: i
     ``metrics.scores_by_length``). Taught in: 01_seq2seq_bottleneck (written out there)."""
     from course_utils.data import tokenize
     from course_utils.metrics import bleu, exact_match, scores_by_length
+    pairs = check_list("pairs", pairs, "(source, reference) pairs")
     hyps = translate(model, data, pairs, method=method, batch_size=batch_size, **kwargs)
     refs = [tokenize(t) for _, t in pairs]
-    return {"hypotheses": hyps, "bleu": bleu(hyps, refs), "exact_match": exact_match(hyps, refs),
+    return {"hypotheses": hyps, "bleu": bleu(hyps, [" ".join(r) for r in refs]), "exact_match": exact_match(hyps, refs),
             "by_length": scores_by_length([len(tokenize(s)) for s, _ in pairs], hyps, refs)}

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from course_utils import checks
 from course_utils.attention import causal_mask, fused_attention, scaled_dot_product_attention
+from course_utils.checks import check_config, check_tensor
 from course_utils.runtime import check_device
 from course_utils.transformer import EncoderLayer
 
@@ -50,14 +52,8 @@ class GPTConfig:
     dropout: float = 0.0
 
     def __post_init__(self):
-        for name in ("vocab_size", "max_len", "d_model", "num_heads", "num_layers", "d_ff"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"GPTConfig.{name} must be a positive int, got {value!r}")
-        if self.d_model % self.num_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        check_config(self, positive=("vocab_size", "max_len", "d_model", "num_heads", "num_layers", "d_ff"),
+                     divides=[("d_model", "num_heads")], fractions=("dropout",))
 
 
 # --------------------------------------------------------------------------------------
@@ -66,22 +62,17 @@ class GPTConfig:
 
 
 def check_ids(idx, vocab_size: int, max_len: int | None = None) -> None:
-    """Token ids must be an int64 tensor (batch, t) with 0 <= id < vocab_size and, if
-    ``max_len`` is given, t <= max_len; otherwise a ValueError saying what was given."""
-    if not torch.is_tensor(idx) or idx.dim() != 2:
-        shape = tuple(idx.shape) if torch.is_tensor(idx) else type(idx).__name__
-        raise ValueError(f"token ids must be a tensor (batch, t), got {shape}")
+    """Token ids ``idx`` must be an int64 tensor (batch, t) with 0 <= id < vocab_size (checked
+    on the CPU only: reading ids from a GPU would wait for it) and, if ``max_len`` is given,
+    t <= max_len; otherwise a ValueError or TypeError saying what was given."""
+    checks.check_ids("idx (token ids)", idx, vocab_size, shape=("batch", "t"))
     if idx.dtype != torch.long:
-        raise ValueError(f"token ids must be int64 (torch.long), got {idx.dtype}")
+        raise TypeError(f"idx (token ids) must be int64 (torch.long), got {idx.dtype}")
     if idx.shape[1] == 0:
-        raise ValueError("token ids must hold at least one token per row, got t = 0")
+        raise ValueError("idx (token ids) must hold at least one token per row, got t = 0")
     if max_len is not None and idx.shape[1] > max_len:
-        raise ValueError(f"the input has {idx.shape[1]} tokens but the model reads at most "
+        raise ValueError(f"idx (token ids) has {idx.shape[1]} tokens but the model reads at most "
                          f"max_len = {max_len}: crop it to the last {max_len} (generate does)")
-    low, high = int(idx.min()), int(idx.max())
-    if low < 0 or high >= vocab_size:
-        bad = low if low < 0 else high
-        raise ValueError(f"token id {bad} is outside the vocabulary 0..{vocab_size - 1}")
 
 
 class GPT(nn.Module):
@@ -222,6 +213,7 @@ def next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None
     restricted by ``filter_logits`` (temperature first, then top-k and top-p, as in Hugging
     Face's samplers). Taught in: 07_gpt."""
     check_sampler(temperature, top_k, top_p)   # greedy too: bad settings fail the same way
+    check_tensor("logits", logits, dtype="float")
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
     logits = filter_logits(logits / temperature, top_k, top_p)

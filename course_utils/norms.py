@@ -13,6 +13,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from course_utils.checks import check_tensor
+
+
+def _check_affine(weight, bias, sizes) -> None:
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None:
+            check_tensor(name, t, dtype="float", shape=("d",), sizes=sizes)
+
 
 def _affine(y, weight, bias):
     if weight is not None:
@@ -26,8 +34,9 @@ def layer_norm(x: torch.Tensor, eps: float = 1e-5, weight=None, bias=None) -> to
     """(..., d) -> (..., d): each vector minus its own mean, over sqrt(its variance + eps);
     equals ``torch.nn.functional.layer_norm(x, (d,), weight, bias, eps)``.
     Taught in: 04_transformer."""
-    if x.dim() < 1:
-        raise ValueError("layer_norm needs at least one dimension (the features)")
+    sizes = {}
+    check_tensor("x", x, dtype="float", shape=(..., "d"), sizes=sizes)
+    _check_affine(weight, bias, sizes)
     mu = x.mean(dim=-1, keepdim=True)
     var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)  # biased: divide by d
     return _affine((x - mu) / torch.sqrt(var + eps), weight, bias)
@@ -39,8 +48,9 @@ def batch_norm(x: torch.Tensor, eps: float = 1e-5, mask: torch.Tensor | None = N
     dimensions (every token of every sentence), over sqrt(its variance + eps); equals
     torch's BatchNorm1d in training mode. ``mask`` (batch, n) bool, True = real token,
     takes the statistics over real tokens only. Taught in: 04_transformer."""
-    if x.dim() not in (2, 3):
-        raise ValueError(f"batch_norm expects (N, d) or (batch, n, d), got shape {tuple(x.shape)}")
+    sizes = {}
+    check_tensor("x", x, dims=(2, 3), dtype="float", shape=(..., "d"), sizes=sizes)
+    _check_affine(weight, bias, sizes)
     mu, var = batch_statistics(x, mask)
     return _affine((x - mu) / torch.sqrt(var + eps), weight, bias)
 
@@ -48,11 +58,11 @@ def batch_norm(x: torch.Tensor, eps: float = 1e-5, mask: torch.Tensor | None = N
 def batch_statistics(x: torch.Tensor, mask: torch.Tensor | None = None):
     """Per-feature mean and biased variance (d,) over every position of (N, d) or (batch,
     n, d) ``x``, or only where ``mask`` (batch, n) is True. Taught in: 04_transformer."""
+    check_tensor("x", x, dims=(2, 3), dtype="float")
+    if mask is not None:
+        check_tensor("mask", mask, dtype="bool", shape=tuple(x.shape[:-1]))
     flat = x.reshape(-1, x.shape[-1])  # (N, d): every token is one sample
     if mask is not None:
-        if mask.shape != x.shape[:-1] or mask.dtype != torch.bool:
-            raise ValueError(f"mask must be bool of shape {tuple(x.shape[:-1])}, got "
-                             f"{mask.dtype} {tuple(mask.shape)}")
         flat = flat[mask.reshape(-1)]
     mu = flat.mean(dim=0)
     return mu, ((flat - mu) ** 2).mean(dim=0)

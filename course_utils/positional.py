@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from course_utils.checks import check_tensor
+
 
 def _check_sizes(max_len, d_model):
     if not isinstance(max_len, int) or max_len < 1:
@@ -117,8 +119,7 @@ def make_positional(kind: str, d_model: int, max_len: int = 512) -> nn.Module:
 
 def position_similarity(pe: torch.Tensor) -> torch.Tensor:
     """(n, n) cosine similarity between the position vectors of a (n, d) table."""
-    if pe.dim() != 2:
-        raise ValueError(f"pe must be (positions, d_model), got shape {tuple(pe.shape)}")
+    check_tensor("pe", pe, dtype="float", shape=("positions", "d_model"))
     unit = pe / pe.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     return unit @ unit.T
 

@@ -312,8 +312,11 @@ def vit_attention(model, images: torch.Tensor, labels: torch.Tensor):
     attention. Returns an ``Explorer`` with ``.image``, ``.layer``, ``.head``. Taught in:
     08_vision_transformer."""
     import ipywidgets as W
-    if len(images) == 0 or len(images) != len(labels):
-        raise ValueError(f"vit_attention needs images and as many labels, got {len(images)} and {len(labels)}")
+    if len(images) == 0:
+        raise ValueError("nothing to draw: images is empty")
+    if len(images) != len(labels):
+        raise ValueError(f"vit_attention needs as many labels as images, got {len(images)} images "
+                         f"and {len(labels)} labels")
     image = W.IntSlider(value=0, min=0, max=len(images) - 1, description="image")
     layer = W.IntSlider(value=len(model.layers), min=1, max=len(model.layers), description="layer")
     heads = [("mean of heads", -1), ("rollout", -2)] + [(f"head {h}", h) for h in range(model.cfg.num_heads)]

@@ -24,7 +24,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from course_utils.attention import make_attention, padding_mask
-from course_utils.data import PAD_ID
+from course_utils.checks import check_config, check_ids
+from course_utils.data import PAD_ID, check_src_batch
 
 
 @dataclass
@@ -42,6 +43,8 @@ class Seq2SeqConfig:
     dropout: float = 0.1
 
     def __post_init__(self):
+        check_config(self, positive=("src_vocab_size", "tgt_vocab_size", "emb_size", "hidden_size", "attn_size"),
+                     fractions=("dropout",))
         if self.context not in ("last", "mean", "initial"):
             raise ValueError(f"context must be 'last', 'mean' or 'initial', got {self.context!r}")
         if self.attention not in (None, "dot", "multiplicative", "additive", "mlp"):
@@ -104,6 +107,7 @@ class Seq2Seq(nn.Module):
 
     def encode(self, src, src_lengths):
         """Run the encoder; returns ``(memory, state)`` for ``decode_step``."""
+        src_lengths = check_src_batch(src, src_lengths, self.cfg.src_vocab_size)
         outputs, final = self.encoder(src, src_lengths)
         mask = padding_mask(src_lengths, src.shape[1]).to(src.device)  # (batch, src_len)
         if self.cfg.context == "mean" and self.attention is None:
@@ -148,6 +152,8 @@ class Seq2Seq(nn.Module):
         With ``teacher_forcing`` < 1, each next input is the reference word with that
         probability and the model's own best guess otherwise.
         """
+        sizes = {"batch": (src.shape[0], "src")} if torch.is_tensor(src) and src.dim() == 2 else {}
+        check_ids("tgt_in", tgt_in, self.cfg.tgt_vocab_size, shape=("batch", "tgt_len"), sizes=sizes)
         memory, state = self.encode(src, src_lengths)
         if self.attention is None and teacher_forcing >= 1.0:
             return self._forward_fixed_context(tgt_in, state, memory), None

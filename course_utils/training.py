@@ -124,6 +124,46 @@ def predictions(model: nn.Module, batches: Iterable, pick: Callable, what: str =
     return torch.cat(predicted), torch.cat(true)
 
 
+def _check_train_arguments(model, batches, loss_fn, optimizer, clip_norm, num_epochs, only_epochs) -> None:
+    """The mistakes that make ``train`` fail late, hang, or train nothing without a word."""
+    import inspect
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be a function (model, batch) -> scalar loss, got {type(loss_fn).__name__}")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__} "
+                        "(torch.optim.Adam(model.parameters(), lr=...))")
+    # a stale optimizer (the model cell re-run, the optimizer cell not) steps other tensors
+    own = {id(p) for p in model.parameters()}
+    if not any(id(p) in own for group in optimizer.param_groups for p in group["params"]):
+        raise ValueError("optimizer holds none of model's parameters: was it made for an earlier "
+                         "model (a cell re-run)? Make it again: torch.optim.Adam(model.parameters(), ...)")
+    if clip_norm is not None and (isinstance(clip_norm, bool) or not isinstance(clip_norm, (int, float))
+                                  or not clip_norm > 0):
+        raise ValueError(f"clip_norm must be a positive number or None (no clipping), got {clip_norm!r}")
+    if isinstance(batches, (str, bytes, Mapping)) or torch.is_tensor(batches):
+        raise TypeError(f"batches must be a list of batches or a function epoch -> batches, got a "
+                        f"{type(batches).__name__}")
+    if callable(batches):
+        try:
+            inspect.signature(batches).bind(0)
+        except TypeError:
+            raise TypeError("batches must be a function of one argument (the epoch) returning that "
+                            "epoch's batches, or a list; the function given takes no epoch") from None
+        except ValueError:  # a builtin without a signature: let it be
+            pass
+        if only_epochs and inspect.isgeneratorfunction(batches):
+            raise ValueError("batches is a generator function and only num_epochs is given: train "
+                             "cannot know that an epoch ends; give max_steps or time_budget too")
+    elif not hasattr(batches, "__iter__"):
+        raise TypeError(f"batches must be a list of batches or a function epoch -> batches, got "
+                        f"{type(batches).__name__}")
+    elif iter(batches) is batches and num_epochs is not None:
+        raise TypeError(f"batches is a one-shot iterator ({type(batches).__name__}): the first epoch "
+                        "uses it up; with num_epochs pass a list, or a function epoch -> batches")
+
+
 def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
           loss_fn: Callable[..., torch.Tensor], optimizer: torch.optim.Optimizer, *,
           num_epochs: int | None = None, max_steps: int | None = None,
@@ -150,6 +190,8 @@ def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
             raise ValueError(f"{name} must be a positive int or None, got {value!r}")
     if time_budget is not None and time_budget <= 0:
         raise ValueError(f"time_budget must be positive seconds or None, got {time_budget!r}")
+    _check_train_arguments(model, batches, loss_fn, optimizer, clip_norm, num_epochs,
+                           only_epochs=max_steps is None and time_budget is None)
     from course_utils.runtime import cap_steps  # a smoke test (COURSE_SMOKE_STEPS) caps the steps
     max_steps = cap_steps(max_steps)
     from course_utils.runtime import check_device  # a model left on the CPU beside a GPU stops here

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from course_utils.attention import MultiHeadAttention, causal_mask, padding_mask
+from course_utils.checks import check_config, check_ids
 from course_utils.data import PAD_ID, check_src_batch
 from course_utils.norms import make_norm
 from course_utils.positional import make_positional
@@ -50,8 +51,9 @@ class TransformerConfig:
     max_len: int = 256          # longest sequence the positional table covers
 
     def __post_init__(self):
-        if self.d_model % self.num_heads:
-            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}")
+        check_config(self, positive=("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads",
+                                     "num_encoder_layers", "num_decoder_layers", "d_ff", "max_len"),
+                     divides=[("d_model", "num_heads")], fractions=("dropout",))
         if self.norm not in ("layer", "batch"):
             raise ValueError(f"norm must be 'layer' or 'batch', got {self.norm!r}")
         if self.decoder_norm not in (None, "layer", "batch"):
@@ -227,7 +229,7 @@ class Transformer(nn.Module):
     def run_encoder(self, src, src_lengths, need_weights: bool = True):
         """Encoder states (batch, s, d), the source mask (batch, s) and every layer's
         self-attention weights (list of (batch, heads, s, s); Nones if not ``need_weights``)."""
-        check_src_batch(src, src_lengths)
+        src_lengths = check_src_batch(src, src_lengths, self.cfg.src_vocab_size)
         src_mask = padding_mask(src_lengths, src.shape[1]).to(src.device)  # (batch, s)
         x, weights = self._embed(src, self.src_embedding, self.src_position), []
         for layer in self.encoder_layers:
@@ -248,6 +250,8 @@ class Transformer(nn.Module):
         return self.decoder_norm(y), self_ws, cross_ws
 
     def forward(self, src, src_lengths, tgt_in):
+        sizes = {"batch": (src.shape[0], "src")} if torch.is_tensor(src) and src.dim() == 2 else {}
+        check_ids("tgt_in", tgt_in, self.cfg.tgt_vocab_size, shape=("batch", "tgt_len"), sizes=sizes)
         # no attention weights are kept: the fused kernel is used (same output, faster)
         memory, src_mask, _ = self.run_encoder(src, src_lengths, need_weights=False)
         y, _, _ = self.run_decoder(tgt_in, memory, src_mask, need_weights=False)

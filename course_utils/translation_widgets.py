@@ -57,7 +57,10 @@ def dataset_browser(corpora: Mapping[str, Sequence[tuple[str, str]]],
     import ipywidgets as W
     from course_utils.data import tokenize
     if not corpora:
-        raise ValueError("dataset_browser needs at least one corpus")
+        raise ValueError("nothing to draw: dataset_browser needs at least one corpus")
+    empty = [name for name, pairs in corpora.items() if not len(pairs)]
+    if empty:
+        raise ValueError(f"nothing to draw: corpus {empty[0]!r} holds no pairs")
     counted = {name: [len(tokenize(s)) for s, _ in pairs] for name, pairs in corpora.items()}
     longest = max(max(n) for n in counted.values())
     corpus = W.Dropdown(options=list(corpora), value=next(iter(corpora)), description="corpus")
@@ -195,7 +198,7 @@ def attention_stepper(items: Sequence[Walkthrough], labels: Sequence[str] | None
     import ipywidgets as W
 
     if not items:
-        raise ValueError("attention_stepper needs at least one decoded sentence")
+        raise ValueError("nothing to draw: attention_stepper needs at least one decoded sentence")
     labels = list(labels) if labels is not None else [" ".join(it.source)[:60] for it in items]
     picker = W.Dropdown(options=[(label, i) for i, label in enumerate(labels)], value=0,
                         description="sentence", layout=W.Layout(width="95%"))
@@ -290,7 +293,7 @@ def layer_attention(items: Sequence[LayerAttention], labels: Sequence[str] | Non
     decoder layer. Returns an ``Explorer`` with ``.picker``, ``.layer``. Taught in: 03_convs2s."""
     import ipywidgets as W
     if not items:
-        raise ValueError("layer_attention needs at least one decoded sentence")
+        raise ValueError("nothing to draw: layer_attention needs at least one decoded sentence")
     labels = list(labels) if labels is not None else [" ".join(it.source)[:60] for it in items]
     picker = W.Dropdown(options=[(label, i) for i, label in enumerate(labels)], value=0,
                         description="sentence", layout=W.Layout(width="95%"))

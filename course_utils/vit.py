@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from course_utils.checks import check_config, check_positive, check_tensor
 from course_utils.data import check_images
 from course_utils.transformer import EncoderLayer
 
@@ -36,8 +37,7 @@ def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
     channel first, then row-major inside the patch. Taught in: 08_vision_transformer.
     """
     check_images(images)
-    if not isinstance(patch_size, int) or patch_size < 1:
-        raise ValueError(f"patch_size must be a positive int, got {patch_size!r}")
+    check_positive("patch_size", patch_size)
     b, c, h, w = images.shape
     if h % patch_size or w % patch_size:
         raise ValueError(f"image height and width ({h} x {w}) must be divisible by "
@@ -50,9 +50,9 @@ def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
 def unpatchify(patches: torch.Tensor, patch_size: int, height: int, width: int) -> torch.Tensor:
     """The inverse of ``patchify``: (batch, num_patches, channels * p**2) -> (batch,
     channels, height, width). Taught in: 08_vision_transformer."""
-    if not torch.is_tensor(patches) or patches.dim() != 3:
-        shape = tuple(patches.shape) if torch.is_tensor(patches) else type(patches).__name__
-        raise ValueError(f"patches must be a tensor (batch, num_patches, features), got {shape}")
+    check_tensor("patches", patches, shape=("batch", "num_patches", "features"))
+    for name, value in (("patch_size", patch_size), ("height", height), ("width", width)):
+        check_positive(name, value)
     if height % patch_size or width % patch_size:
         raise ValueError(f"height and width ({height} x {width}) must be divisible by "
                          f"patch_size={patch_size}")
@@ -104,10 +104,9 @@ class ViTConfig:
     positions: str = "learned"  # 'learned' (ViT) or 'none' (a bag of patches)
 
     def __post_init__(self):
-        if self.image_size % self.patch_size:
-            raise ValueError(f"image_size={self.image_size} must be divisible by patch_size={self.patch_size}")
-        if self.d_model % self.num_heads:
-            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}")
+        check_config(self, positive=("image_size", "patch_size", "channels", "num_classes", "d_model",
+                                     "num_heads", "num_layers", "d_ff"),
+                     divides=[("image_size", "patch_size"), ("d_model", "num_heads")], fractions=("dropout",))
         if self.positions not in ("learned", "none"):
             raise ValueError(f"positions must be 'learned' or 'none', got {self.positions!r}")
 
@@ -179,9 +178,10 @@ def attention_rollout(weights: list[torch.Tensor]) -> torch.Tensor:
         raise ValueError("attention_rollout needs the weights of at least one layer, got none")
     rollout = None
     for w in weights:
-        if w is None or w.dim() != 4 or w.shape[-1] != w.shape[-2]:
-            shape = None if w is None else tuple(w.shape)
-            raise ValueError(f"each layer's weights must be (batch, heads, t, t), got {shape}")
+        if w is None:
+            raise ValueError("each layer's weights must be (batch, heads, t, t), got None: run the "
+                             "model with return_attention=True")
+        check_tensor("weights (one layer's)", w, dtype="float", shape=("batch", "heads", "t", "t"), sizes={})
         a = w.mean(1) + torch.eye(w.shape[-1], device=w.device)               # (b, t, t)
         a = a / a.sum(-1, keepdim=True)
         rollout = a if rollout is None else a @ rollout

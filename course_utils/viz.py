@@ -48,12 +48,20 @@ def _as_array(weights, ndim: int, name: str) -> np.ndarray:
     weights = np.asarray(weights, dtype=float)
     if weights.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {weights.shape}")
+    if weights.size == 0:
+        raise ValueError(f"nothing to draw: {name} is empty, shape {weights.shape}")
     return weights
+
+
+def _nothing_to_draw(what: str):
+    return ValueError(f"nothing to draw: {what}")
 
 
 def _check_tokens(tokens, size: int, axis: str) -> list[str]:
     if tokens is None:
         return [str(i) for i in range(size)]
+    if isinstance(tokens, str):
+        raise TypeError(f"{axis} must be a list of tokens, got a str (split it: {axis}=text.split())")
     tokens = list(tokens)
     if len(tokens) != size:
         raise ValueError(f"{axis} has {len(tokens)} tokens but the weights have {size} "
@@ -138,6 +146,11 @@ def plot_history(histories, smooth: int = 50, ax=None, title: str = "training lo
     """Smoothed training loss per step for one ``History`` or a ``{name: History}`` dict."""
     if not isinstance(histories, Mapping):
         histories = {"": histories}
+    if not histories:
+        raise _nothing_to_draw("histories is an empty dict")
+    for name, history in histories.items():
+        if not getattr(history, "losses", None):
+            raise _nothing_to_draw(f"history {name!r} has no recorded steps")
     if ax is None:
         _, ax = plt.subplots()
     for name, history in histories.items():
@@ -163,6 +176,8 @@ def plot_by_length(results: Mapping[str, Sequence[Mapping]], metric: str = "exac
     import warnings
     if metric not in ("exact_match", "bleu"):
         raise ValueError(f"metric must be 'exact_match' or 'bleu', got {metric!r}")
+    if not results or not any(results.values()):
+        raise _nothing_to_draw("results holds no scored buckets")
     if ax is None:
         _, ax = plt.subplots()
     labels, counts = None, None
@@ -198,7 +213,7 @@ def beam_tree(kept: Sequence[Sequence[str]], finished: Mapping[tuple, float], wi
     Taught in: 01_seq2seq_bottleneck."""
     nodes = {tuple(k[:n]) for k in [*kept, *finished] for n in range(1, len(k) + 1)}
     if not nodes:
-        raise ValueError("beam_tree needs at least one kept or finished word list, got none")
+        raise _nothing_to_draw("beam_tree needs at least one kept or finished word list, got none")
     if winner is not None and tuple(winner) not in finished:
         raise ValueError(f"winner must be one of the finished hypotheses, got {winner!r}")
     # siblings top to bottom by the best finished score below them (dead ends last)
@@ -252,9 +267,11 @@ def length_histogram(lengths: Mapping[str, Sequence[int]], ax=None, title: str =
     """Histograms of lengths, one outline per named list (outlines, not translucent bars,
     so that overlaps keep the legend's colours): x is the length in ``unit``, y the number
     of ``counted`` items (sentences, verses, paragraphs). Taught in: 00_welcome."""
+    if not lengths or not any(len(v) for v in lengths.values()):
+        raise _nothing_to_draw("lengths holds no lengths")
     if ax is None:
         _, ax = plt.subplots()
-    top = max(max(v) for v in lengths.values())
+    top = max(max(v) for v in lengths.values() if len(v))
     bins = bins if bins is not None else np.arange(0, top + 2) - 0.5
     for name, values in lengths.items():
         ax.hist(values, bins=bins, histtype="step", linewidth=2, label=name)

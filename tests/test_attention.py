@@ -118,9 +118,9 @@ def test_masks_and_their_errors():
                                                                [True, True, True, False]]
     with pytest.raises(ValueError, match="max_len=2 is shorter than the longest length 3"):
         padding_mask(torch.tensor([3]), 2)
-    with pytest.raises(ValueError, match="positive int size"):
+    with pytest.raises(ValueError, match="n must be a positive int, got 0"):
         causal_mask(0)
-    with pytest.raises(TypeError, match="must be a bool tensor"):
+    with pytest.raises(TypeError, match=r"mask must have torch.bool \(True = keep\), got torch.float32"):
         masked_softmax(torch.zeros(2, 2), torch.ones(2, 2))
     with pytest.raises(ValueError, match=r"does not broadcast to scores of shape \(2, 3\)"):
         masked_softmax(torch.zeros(2, 3), torch.ones(2, 2, dtype=torch.bool))

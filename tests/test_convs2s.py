@@ -207,7 +207,7 @@ def test_bad_inputs(padded_batch):
     model = _model(data)
     with pytest.raises(ValueError, match="teacher forcing 1.0 only, got 0.5"):
         model(b.src, b.src_lengths, b.tgt[:, :-1], teacher_forcing=0.5)
-    with pytest.raises(ValueError, match=r"src must be \(batch, src_len\)"):
+    with pytest.raises(ValueError, match=r"src must have shape \(batch, src_len\)"):
         model.encode(b.src[0], b.src_lengths)
 
 

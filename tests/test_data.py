@@ -55,7 +55,7 @@ def test_vocab_bad_inputs():
         Vocab.from_list(["a", "b"])
     with pytest.raises(IndexError, match="id 99 is outside the vocabulary"):
         Vocab(["a"]).decode([99])
-    with pytest.raises(ValueError, match=r"1-d sequence of ids, got shape \(2, 2\)"):
+    with pytest.raises(ValueError, match=r"ids must have 1 dimension, got shape \(2, 2\)"):
         Vocab(["a"]).decode(torch.zeros(2, 2, dtype=torch.long))
 
 

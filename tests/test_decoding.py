@@ -134,7 +134,7 @@ def test_bad_inputs(trained):
         beam_search(model, b.src, b.src_lengths, beam_size=0)
     with pytest.raises(ValueError, match="temperature must be positive"):
         sample_decode(model, b.src, b.src_lengths, temperature=0)
-    with pytest.raises(ValueError, match=r"src must be \(batch, src_len\)"):
+    with pytest.raises(ValueError, match=r"src must have shape \(batch, src_len\)"):
         greedy_decode(model, b.src[0], b.src_lengths)
 
 

@@ -251,11 +251,12 @@ def test_bad_inputs_say_what_was_expected(device):
     model = tiny().to(device)
     with pytest.raises(ValueError, match="reads at most max_len = 12"):
         model(torch.zeros(1, 13, dtype=torch.long, device=device))
-    with pytest.raises(ValueError, match="token id 40 is outside the vocabulary 0..39"):
-        model(torch.tensor([[1, 40]], device=device))
-    with pytest.raises(ValueError, match="token id -1"):
-        gpt.generate(model, torch.tensor([[-1]], device=device), 2)
-    with pytest.raises(ValueError, match="int64"):
+    if device.type == "cpu":   # ids are read on the CPU only (on a GPU that would wait for it)
+        with pytest.raises(ValueError, match="token id 40 is outside the vocabulary 0..39"):
+            model(torch.tensor([[1, 40]], device=device))
+        with pytest.raises(ValueError, match="token id -1"):
+            gpt.generate(model, torch.tensor([[-1]], device=device), 2)
+    with pytest.raises(TypeError, match=r"idx \(token ids\) must have an integer dtype"):
         model(torch.zeros(1, 3, device=device))
     with pytest.raises(ValueError, match=r"\(batch, t\), got \(3,\)"):
         model(torch.zeros(3, dtype=torch.long, device=device))

@@ -95,9 +95,9 @@ def test_fused_path_gives_the_written_out_output_and_gradients(masking):
 
 def test_fused_attention_rejects_what_the_written_out_one_rejects():
     q, k = torch.randn(2, 5, 8), torch.randn(2, 7, 8)
-    with pytest.raises(ValueError, match="same size d_k"):
+    with pytest.raises(ValueError, match=r"k must have shape \(\.\.\., n_k, d_k\) with d_k = 8 \(from q\)"):
         fused_attention(q, torch.randn(2, 7, 4), k)
-    with pytest.raises(ValueError, match="same length"):
+    with pytest.raises(ValueError, match=r"v must have shape \(\.\.\., n_k, \*\) with n_k = 7 \(from k\)"):
         fused_attention(q, k, torch.randn(2, 6, 8))
     with pytest.raises(TypeError, match="bool"):
         fused_attention(q, k, k, torch.ones(2, 5, 7))
@@ -258,7 +258,7 @@ def test_bad_inputs():
         TransformerConfig(10, 10, d_model=30, num_heads=4)
     with pytest.raises(ValueError, match="norm must be"):
         TransformerConfig(10, 10, norm="group")
-    with pytest.raises(ValueError, match=r"src must be \(batch, src_len\)"):
+    with pytest.raises(ValueError, match=r"src must have shape \(batch, src_len\)"):
         _tiny()(torch.zeros(3, dtype=torch.long), torch.tensor([3]), torch.zeros(1, 2, dtype=torch.long))
 
 

@@ -313,7 +313,7 @@ def test_vit_attention_explorer_follows_image_layer_and_head(device):
         vit_attention_html(model, images, labels, 0, 3, -1)
     with pytest.raises(ValueError, match=r"image must be in 0..2, got 3"):
         vit_attention_html(model, images, labels, 3, 1, -1)
-    with pytest.raises(ValueError, match="as many labels, got 3 and 2"):
+    with pytest.raises(ValueError, match="as many labels as images, got 3 images and 2 labels"):
         vit_attention(model, images, labels[:2])
 
 
