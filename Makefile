@@ -26,12 +26,15 @@ PY    := $(BIN)/python
 STAMP := $(VENV)/.installed-$(ALL_LOCK)
 LAB_STAMP := $(VENV)/.installed-$(LAB_LOCK)
 
-# The settings of every process and kernel the course starts, read (not imported: any Python
-# 3 reads it) from the package, course_utils.KERNEL_ENV: threads that cannot stall a small
-# machine (see course_utils/runtime.py), nothing fetched from the network, string hashes
-# fixed. Every command make runs has them, whatever the calling shell set.
-KERNEL_ENV := $(shell $(PYTHON) -c 'import ast, sys; tree = ast.parse(open(sys.argv[1]).read()); print(*(f"{k}={v}" for k, v in ast.literal_eval(next(n.value for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "KERNEL_ENV")).items()))' "$(CURDIR)/course_utils/__init__.py" 2>/dev/null)
-$(if $(KERNEL_ENV)$(filter clean distclean,$(MAKECMDGOALS)),,$(error could not read KERNEL_ENV from course_utils/__init__.py with $(PYTHON)))
+# The settings of every process and kernel the course starts (course_utils/kernel.env, which
+# course_utils reads as KERNEL_ENV): threads that cannot stall a small machine (see
+# course_utils/runtime.py), nothing fetched from the network, string hashes fixed. Every
+# command make runs has them, whatever the calling shell set. And the settings every check runs
+# under (course_utils/check.env, CHECK_ENV: the fast profile, one thread, the CPU), which the
+# targets that test, store, grade or measure put before their command.
+KERNEL_ENV := $(shell sed -e '/^[[:space:]]*\#/d' -e '/^[[:space:]]*$$/d' course_utils/kernel.env 2>/dev/null)
+CHECK_ENV  := $(shell sed -e '/^[[:space:]]*\#/d' -e '/^[[:space:]]*$$/d' course_utils/check.env 2>/dev/null)
+$(if $(KERNEL_ENV)$(filter clean distclean,$(MAKECMDGOALS)),,$(error could not read course_utils/kernel.env))
 $(foreach setting,$(KERNEL_ENV),$(eval export $(setting)))
 
 .PHONY: install lab test integration unit nbval notebooks data clean distclean slides browser-test device-check install-check
@@ -89,10 +92,13 @@ install-check:
 # browser), opening on notebooks/.
 LAB_OPEN ?= /lab/tree/notebooks
 # binder/overrides.json: JupyterLab's defaults for students, as in the hub image (file names in
-# full, no news pop-up).
+# full, no news pop-up). binder/jupyter-student/: nbgrader's menus, panels and server extensions
+# off for this JupyterLab only (JUPYTER_CONFIG_PATH, highest priority), whatever else the venv
+# holds (`make test` installs nbgrader into it); `make lab LOCK=dev` keeps them for a lecturer.
+STUDENT_CONFIG = $(if $(filter dev,$(LAB_LOCK)),,JUPYTER_CONFIG_PATH=$(CURDIR)/binder/jupyter-student$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH),))
 lab: $(LAB_STAMP)
 	@mkdir -p $(VENV)/share/jupyter/lab/settings && cp binder/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
-	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=$(LAB_OPEN) --port=$(PORT) $(LAB_ARGS)
+	$(STUDENT_CONFIG) $(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=$(LAB_OPEN) --port=$(PORT) $(LAB_ARGS)
 
 # Two tiers, both run by CI (.ci/run), both in the fast profile on the guard below:
 # `make test`: the unit tests and strict nbval over every notebook (the quick loop after a change;
@@ -129,7 +135,7 @@ GUARD_NOTE = if [ -n "$(filter 1 strong,$(FOREIGN_ARITHMETIC))" ]; then \
 	    echo "make $@: $$($(PY) scripts/foreign_arithmetic.py --explain $(FOREIGN_FLAG))"; \
 	else echo "make $@: native arithmetic (FOREIGN_ARITHMETIC=$(FOREIGN_ARITHMETIC)): stored outputs are not checked for portability"; fi
 # $(call tier,MARKER EXPRESSION,PATHS): one tier's pytest run, timed
-tier = start=$$(date +%s); env $(FOREIGN_ENV) COURSE_PROFILE=fast COURSE_NUM_THREADS=1 \
+tier = start=$$(date +%s); env $(FOREIGN_ENV) $(CHECK_ENV) \
 	    COURSE_RESULTS_DIR=$(CURDIR)/$(TEST_RESULTS) $(PY) -m pytest -rs -m "$(1)" \
 	    -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_EXTRA) $(2); rc=$$?; \
 	echo "make $@: pytest exit status $$rc after $$(( $$(date +%s) - start )) s"; \
@@ -148,7 +154,7 @@ integration: $(STAMP)
 
 # `make test` without the notebooks
 unit: $(STAMP)
-	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -m "not integration" tests
+	env $(CHECK_ENV) $(PY) -m pytest -n $(PYTEST_WORKERS) -m "not integration" tests
 
 # The unit tests as on a GPU: COURSE_DEVICE=check pretends a CUDA GPU on this CPU, so a test that
 # leaves its model or inputs on the CPU fails as it would on a GPU (tests take the `device` fixture).
@@ -158,7 +164,7 @@ unit: $(STAMP)
 UNIT_DEVICE ?= check
 .PHONY: unit-check
 unit-check: $(STAMP)
-	COURSE_DEVICE=$(UNIT_DEVICE) COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \
+	env $(CHECK_ENV) COURSE_DEVICE=$(UNIT_DEVICE) $(PY) -m pytest -n $(PYTEST_WORKERS) \
 	    --ignore-glob='tests/test_browser_*.py' --ignore=tests/test_slides.py --ignore=tests/test_book.py \
 	    --ignore=tests/test_install_check.py --ignore=tests/test_hub.py --ignore=tests/test_assignments.py \
 	    --ignore=tests/test_grader_sandbox.py --ignore=tests/test_notebooks.py tests
@@ -171,15 +177,15 @@ CHROMIUM_NOTE = if [ ! -x $(CHROMIUM) ]; then echo "NOTE: $(CHROMIUM) is missing
 	(tests/test_browser_*.py, tests/test_slides.py) will be SKIPPED; apt-get install chromium to run them"; fi
 browser-test: $(STAMP)
 	@$(CHROMIUM_NOTE)
-	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 COURSE_CHROMIUM=$(CHROMIUM) $(PY) -m pytest -rs \
+	env $(CHECK_ENV) COURSE_CHROMIUM=$(CHROMIUM) $(PY) -m pytest -rs \
 	    -n $(PYTEST_WORKERS) --dist loadfile tests/test_browser_lab_*.py tests/test_slides.py
 	@echo "screenshots: build/browser/*.png (one per notebook), build/slides-check/*.png (decks)"
 
-# The hub image's configuration (binder/, README "Where classes run"), checked without Docker:
+# The hub image's configuration (binder/, docs/HUB.md), checked without Docker:
 # repo2docker (installed into build/hub/r2d, apart from the course's venv) must build from binder/;
 # binder's install steps run in a fresh venv (torch's CPU build, then postBuild); JupyterLab
 # started the `make lab` way from it has no grading tools, no warning, and the assignments in
-# reach (screenshots in build/hub/); the README's first cell for a hosted notebook service runs
+# reach (screenshots in build/hub/); the first cell for a hosted notebook service (docs/RUNNING.md) runs
 # in a fresh venv that already has the torch of `make torch-check` (.venv-torch; skipped without).
 # Two fresh venvs: about 25 minutes on a busy 2-core machine; not part of `make test` or `make
 # integration`, which run the quick tests of tests/test_hub.py.
@@ -188,7 +194,31 @@ R2D_VENV = build/hub/r2d
 hub-check: $(STAMP)
 	@test -x $(R2D_VENV)/bin/jupyter-repo2docker || { $(PYTHON) -m venv $(R2D_VENV) && \
 	    $(R2D_VENV)/bin/python -m pip install --quiet jupyter-repo2docker; }
-	COURSE_HUB_CHECK=1 COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest -rs -s tests/test_hub.py
+	env $(CHECK_ENV) COURSE_HUB_CHECK=1 $(PY) -m pytest -rs -s tests/test_hub.py
+
+# A real JupyterHub on the loopback (hub/loopback.py, docs/HUB.md *Tested here*): two students
+# log in, run 00, keep their work across a restart; nbgrader's exchange (release, fetch, submit,
+# collect), `make grade`, feedback back to each home, grades for Moodle and Canvas; the figures in
+# build/hub/loopback.json. Its own venv build/hub/venv (the image's set: torch's CPU build, the
+# locked dev set, jupyterhub; never .venv) and configurable-http-proxy from npm in build/hub/chp.
+# Needs root (it creates local users), useradd, bwrap and npm; the venv's Python must be readable
+# by other users (a pyenv under /root is not: HUB_PYTHON=/usr/bin/python3.11). `make integration`
+# runs it when the venv is there and skips it, saying why, otherwise.
+HUB_VENV    = build/hub/venv
+HUB_PYTHON ?= $(PYTHON)
+JUPYTERHUB_SPEC ?= jupyterhub==5.3.0
+CHP_SPEC    ?= configurable-http-proxy@5.3.0
+.PHONY: hub-loopback
+hub-loopback: $(STAMP)
+	@test -x $(HUB_VENV)/bin/jupyterhub || { set -e; $(HUB_PYTHON) -m venv $(HUB_VENV); \
+	    $(HUB_VENV)/bin/python -m pip install --quiet "$(PIP_SPEC)"; \
+	    $(HUB_VENV)/bin/python -m pip install $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"; \
+	    $(HUB_VENV)/bin/python -m pip install -c constraints.txt -r requirements/dev.txt; \
+	    $(HUB_VENV)/bin/python -m pip install -c constraints.txt "$(JUPYTERHUB_SPEC)"; \
+	    $(HUB_VENV)/bin/python -m pip install --no-deps --no-build-isolation -e .; }
+	@test -x build/hub/chp/node_modules/.bin/configurable-http-proxy || \
+	    npm install --no-audit --no-fund --prefix build/hub/chp "$(CHP_SPEC)"
+	env $(CHECK_ENV) $(PY) -m pytest -rs -s -m integration tests/test_hub.py -k real_jupyterhub
 
 # The device check: every notebook, every assignment's source notebook and every script that
 # trains, on this CPU as if a CUDA GPU were there (COURSE_DEVICE=check, 2 steps per training
@@ -199,7 +229,7 @@ hub-check: $(STAMP)
 # run under the check; its own tests are tests/test_devicecheck.py (in `make integration`). The training scripts are
 # checked by `make device-check` only.
 device-check: $(STAMP)
-	$(NATIVE_ENV) COURSE_NUM_THREADS=1 $(PY) scripts/device_check.py $(NOTEBOOKS)
+	$(NATIVE_ENV) $(PY) scripts/device_check.py $(NOTEBOOKS)   # one thread unless COURSE_NUM_THREADS says
 
 # reveal.js slide decks of every notebook in build/slides/, opening with no internet
 # (libraries from slides/vendor/; refetch them with scripts/fetch_slide_vendor.py).
@@ -211,12 +241,12 @@ slides: $(STAMP)
 # EXECUTE=1 executes the notebooks first (fast profile, in a copy).
 .PHONY: book
 book: $(STAMP)
-	$(NATIVE_ENV) COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) scripts/build_book.py \
+	$(NATIVE_ENV) $(CHECK_ENV) $(PY) scripts/build_book.py \
 	    $(if $(filter 1 yes true,$(EXECUTE)),--execute,)
 
 nbval: $(STAMP)
 	@$(FRESH_TEST_RESULTS)
-	env $(FOREIGN_ENV) COURSE_PROFILE=fast COURSE_NUM_THREADS=1 COURSE_RESULTS_DIR=$(CURDIR)/$(TEST_RESULTS) \
+	env $(FOREIGN_ENV) $(CHECK_ENV) COURSE_RESULTS_DIR=$(CURDIR)/$(TEST_RESULTS) \
 	    $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(NBVAL_ARGS) notebooks
 
 # Another torch (README: "Any torch you already have"): a separate venv, $(TORCH_VENV)/ (git-ignored),
@@ -243,13 +273,13 @@ torch-check:
 	@$(TORCH_PY) -c 'import torch; print("make torch-check: torch", torch.__version__, "in $(TORCH_VENV)")'
 	@rm -rf $(TORCH_RESULTS) && mkdir -p $(TORCH_RESULTS) && cp -r results/. $(TORCH_RESULTS)/
 	@start=$$(date +%s); env $(if $(filter 1 strong,$(FOREIGN_ARITHMETIC)),$$($(TORCH_PY) scripts/foreign_arithmetic.py $(FOREIGN_FLAG)),) \
-	    COURSE_PROFILE=fast COURSE_NUM_THREADS=1 COURSE_RESULTS_DIR=$(CURDIR)/$(TORCH_RESULTS) \
+	    $(CHECK_ENV) COURSE_RESULTS_DIR=$(CURDIR)/$(TORCH_RESULTS) \
 	    $(TORCH_PY) -m pytest -rs -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(NBVAL_ARGS) notebooks; rc=$$?; \
 	echo "make torch-check: $$($(TORCH_PY) -c 'import torch; print(torch.__version__)'): pytest exit status $$rc after $$(( $$(date +%s) - start )) s"; exit $$rc
 
 # Re-execute every notebook in place (fast profile, CPU, native arithmetic) and store its outputs.
 notebooks: $(STAMP)
-	$(NATIVE_ENV) COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) scripts/execute_notebooks.py notebooks/*.ipynb
+	$(NATIVE_ENV) $(CHECK_ENV) $(PY) scripts/execute_notebooks.py notebooks/*.ipynb
 
 # Rebuild the shipped corpora from Debian packages (needs apt-get; see data/*.md).
 data: $(STAMP)
@@ -275,23 +305,26 @@ full: $(if $(filter $(BIN)/python,$(PY)),$(STAMP),)
 # `make grade SUBMISSION=path/to/notebook.ipynb`: points per question, offline, on CPU.
 # `make grade SUBMISSION=path/to/folder/`: every name.ipynb and name/ in it, WORKERS at a time
 # (default: the usable cores), each stopped after TIME_LIMIT seconds (default 300):
-# folder/grades.csv and folder/feedback/<name>.ipynb. Each submission runs in a bubblewrap sandbox
-# (apt-get install bubblewrap); GRADE_ARGS=--no-sandbox for trusted submissions only (flagged in the CSV).
+# folder/grades.csv, folder/similar_pairs.csv and folder/feedback/<name>.ipynb. A folder is one class of
+# one assignment (ASSIGNMENT=a3_bpe, default: the one most notebooks are; another is that row's error).
+# Each submission runs in a bubblewrap sandbox (apt-get install bubblewrap); GRADE_ARGS=--no-sandbox for
+# trusted submissions only (flagged in the CSV).
 .PHONY: assignments grade
 assignments: $(STAMP)
 	$(PY) -m grader release $(if $(filter 1 yes true,$(FORCE)),--force,)
 
 grade: $(STAMP)
 	@if [ -z "$(SUBMISSION)" ]; then echo "usage: make grade SUBMISSION=path/to/notebook.ipynb (or a folder)" >&2; exit 2; fi
-	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m grader grade "$(SUBMISSION)" \
-	    $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT),) $(if $(WORKERS),--workers $(WORKERS),) $(GRADE_ARGS)
+	env $(CHECK_ENV) $(PY) -m grader grade "$(SUBMISSION)" \
+	    $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT),) $(if $(WORKERS),--workers $(WORKERS),) \
+	    $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),) $(GRADE_ARGS)
 
 # The grading tests, with the two that `make integration` leaves out (nbgrader's autograde of the correct
 # a4 and a5 submissions: nbgrader restores `skip_training = False` and trains each model again,
 # about 2 minutes more). Run it after changing the grader or an assignment.
 .PHONY: grader-check
 grader-check: $(STAMP)
-	COURSE_SLOW_GRADING=1 COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \
+	env $(CHECK_ENV) COURSE_SLOW_GRADING=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \
 	    --dist loadfile tests/test_assignments.py tests/test_grader_sandbox.py tests/test_grader_redteam.py \
 	    tests/test_grader_calls.py tests/test_grader_verdicts.py
 
@@ -301,7 +334,7 @@ grader-check: $(STAMP)
 PARTS ?= stored,models,loop,micro,bpe,speedups
 .PHONY: bench
 bench: $(STAMP)
-	COURSE_PROFILE=fast COURSE_NUM_THREADS=1 $(PY) -m bench --parts $(PARTS)
+	env $(CHECK_ENV) $(PY) -m bench --parts $(PARTS)
 
 clean:
 	rm -rf build .pytest_cache checkpoints notebooks/checkpoints

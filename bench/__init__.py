@@ -20,10 +20,6 @@ profile, one CPU thread, the CPU on a GPU machine too (the tables are CPU measur
 package refuses CPU models beside a GPU otherwise); and it imports ``course_utils`` first,
 which makes torch's threads wait without spinning before torch starts.
 """
-import os
+import course_utils  # KERNEL_ENV's OMP_WAIT_POLICY, before torch loads
 
-import course_utils  # noqa: F401  (KERNEL_ENV's OMP_WAIT_POLICY, before torch loads)
-
-os.environ.setdefault("COURSE_PROFILE", "fast")
-os.environ.setdefault("COURSE_NUM_THREADS", "1")
-os.environ.setdefault("COURSE_DEVICE", "cpu")
+course_utils.use_check_env()   # course_utils/check.env: the fast profile, one thread, the CPU

@@ -24,14 +24,33 @@ import sys
 TORCH_LOADED_BEFORE_US = "torch" in sys.modules
 #: OMP_WAIT_POLICY as torch's OpenMP runtime saw it, if torch was imported first (else None)
 OMP_POLICY_TORCH_SAW = os.environ.get("OMP_WAIT_POLICY", "") if TORCH_LOADED_BEFORE_US else None
+
+
+def _read_env(name: str) -> dict[str, str]:
+    """KEY=VALUE lines of a settings file beside this one (the Makefile reads the same file)."""
+    with open(os.path.join(os.path.dirname(__file__), name), encoding="utf-8") as f:
+        lines = [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
+    return dict(line.split("=", 1) for line in lines)
+
+
 #: the settings of every kernel the course starts for itself (the grader's, the browser test's,
-#: the device check's, the full-profile smoke test's), read there rather than restated: OpenMP
-#: threads that wait without spinning, nothing fetched from the network, Python's string
-#: hashes fixed (so that set orders repeat). All but the last are also this process's defaults.
-KERNEL_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-              "USE_HUB_KERNELS": "0", "PYTHONHASHSEED": "0"}
-for _key in ("OMP_WAIT_POLICY", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "USE_HUB_KERNELS"):
-    os.environ.setdefault(_key, KERNEL_ENV[_key])
+#: the device check's, the full-profile smoke test's), from kernel.env: OpenMP threads that wait
+#: without spinning, nothing fetched from the network, Python's string hashes fixed. All but
+#: PYTHONHASHSEED are also this process's defaults.
+KERNEL_ENV = _read_env("kernel.env")
+#: the settings every check runs under (tests, stored outputs, benchmarks, grading), from
+#: check.env: the fast profile, one CPU thread, the CPU. Set them with ``use_check_env()``.
+CHECK_ENV = _read_env("check.env")
+for _key, _value in KERNEL_ENV.items():
+    if _key != "PYTHONHASHSEED":      # fixed only in the processes the course starts
+        os.environ.setdefault(_key, _value)
+
+
+def use_check_env() -> None:
+    """Set ``CHECK_ENV`` in this process where not already set (tests, benchmarks, grading)."""
+    for key, value in CHECK_ENV.items():
+        os.environ.setdefault(key, value)
+
 
 __version__ = "0.1.0"
 

@@ -130,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     results = OUT / "results"
     shutil.rmtree(results, ignore_errors=True)
     shutil.copytree(ROOT / "results", results)
-    env = {**os.environ, **course_utils.KERNEL_ENV, "COURSE_PROFILE": "fast", "COURSE_NUM_THREADS": "1",
-           "COURSE_RESULTS_DIR": str(results)}
+    env = {**os.environ, **course_utils.KERNEL_ENV, **course_utils.CHECK_ENV, "COURSE_RESULTS_DIR": str(results)}
     outcome = {}
     for name in stages:
         rc, seconds = _run(stage_commands(name), OUT / f"{name}.log", env=env)

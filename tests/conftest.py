@@ -8,16 +8,15 @@ so nothing that changes how notebooks render (such as MPLBACKEND) belongs here.
 
 import os
 
-os.environ.setdefault("COURSE_PROFILE", "fast")
-os.environ.setdefault("COURSE_NUM_THREADS", "1")
-# the tests and the stored notebooks are CPU runs, also on a machine with a GPU
-os.environ.setdefault("COURSE_DEVICE", "cpu")
+import course_utils  # (sets OMP_WAIT_POLICY before torch loads)
+
+# course_utils/check.env: the fast profile, one thread, the CPU (the tests and the stored
+# notebooks are CPU runs, also on a machine with a GPU), unless the caller set otherwise
+course_utils.use_check_env()
 
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
-
-import course_utils  # noqa: E402,F401  (sets OMP_WAIT_POLICY before torch loads)
 
 from scripts.foreign_arithmetic import GUARD_KEYS  # noqa: E402
 from scripts.kernel_sockets import use_unix_sockets  # noqa: E402
@@ -125,7 +124,7 @@ def padded_batch(small_synthetic):
 EXPECTED_SECONDS = {   # make test
     "05_bert_finetuning.ipynb": 145, "01_seq2seq_bottleneck.ipynb": 134, "02_bahdanau_attention.ipynb": 129,
     "08_vision_transformer.ipynb": 127, "04_transformer.ipynb": 114, "05_bert.ipynb": 100, "03_convs2s.ipynb": 60,
-    "07_gpt.ipynb": 54, "06_bpe.ipynb": 50, "test_runtime.py": 15, "test_assignments.py": 13,
+    "07b_small_llm.ipynb": 100, "07_gpt.ipynb": 54, "06_bpe.ipynb": 50, "test_runtime.py": 15, "test_assignments.py": 13,
     "00_welcome.ipynb": 8,
 }
 #: the same for `make integration` (-m integration)

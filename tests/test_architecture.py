@@ -101,10 +101,22 @@ def test_the_kernel_settings_are_written_once():
     assert not places, f"kernel settings restated in {[str(p.relative_to(ROOT)) for p in places]}"
 
 
+def test_the_check_settings_are_written_once():
+    """The fast profile, one thread and the CPU of every check live in course_utils/check.env:
+    the Makefile's targets, conftest and bench read it (issue 68: it was restated ~20 times)."""
+    import course_utils
+    assert course_utils.CHECK_ENV == {"COURSE_PROFILE": "fast", "COURSE_NUM_THREADS": "1", "COURSE_DEVICE": "cpu"}
+    restated = re.compile(r'COURSE_PROFILE=fast|COURSE_NUM_THREADS=1|"COURSE_PROFILE",\s*"fast"|"COURSE_DEVICE",\s*"cpu"')
+    readers = [ROOT / "Makefile", ROOT / "tests" / "conftest.py", *(ROOT / "bench").glob("*.py"),
+               ROOT / "scripts" / "deps_check.py"]
+    places = [str(p.relative_to(ROOT)) for p in readers if restated.search(p.read_text())]
+    assert not places, f"the check settings restated in {places} (use $(CHECK_ENV) / course_utils.use_check_env())"
+
+
 def test_the_makefile_reads_the_kernel_settings_from_the_package():
-    """The Makefile exports course_utils.KERNEL_ENV to every command it runs, whatever the
-    calling shell set (``make test`` stays offline), without naming one of them itself; a
-    machine whose Python cannot read it can still ``make clean``."""
+    """The Makefile exports course_utils/kernel.env to every command it runs, whatever the
+    calling shell set (``make test`` stays offline), and reads check.env for its checks,
+    without naming one of the settings itself."""
     import shutil
     import subprocess
     import course_utils
@@ -120,9 +132,10 @@ def test_the_makefile_reads_the_kernel_settings_from_the_package():
     forced = subprocess.run(["make", "-s", "-C", str(ROOT), "--eval", "show: ; @echo $$HF_HUB_OFFLINE", "show"],
                             env={**env, "HF_HUB_OFFLINE": "0"}, capture_output=True, text=True, timeout=60)
     assert forced.stdout.strip() == course_utils.KERNEL_ENV["HF_HUB_OFFLINE"]
-    unreadable = subprocess.run(["make", "-s", "-C", str(ROOT), "PYTHON=false", "--eval", "show: ; @echo x", "show"],
-                                env=env, capture_output=True, text=True, timeout=60)
-    assert unreadable.returncode != 0 and "could not read KERNEL_ENV" in unreadable.stderr
+    # read from the file, not through Python: a machine without a working Python still runs make
+    checks = subprocess.run(["make", "-s", "-C", str(ROOT), "PYTHON=false", "--eval", "show: ; @echo $(CHECK_ENV)", "show"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert checks.stdout.split() == [f"{k}={v}" for k, v in course_utils.CHECK_ENV.items()], checks.stderr
     cleaning = subprocess.run(["make", "-n", "-C", str(ROOT), "PYTHON=false", "clean"], env=env,
                               capture_output=True, text=True, timeout=60)
     assert cleaning.returncode == 0 and "rm -rf build" in cleaning.stdout
