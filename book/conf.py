@@ -3,10 +3,10 @@ sources: these pages, the executed notebooks, the assignment pages and the vendo
 
 import os
 
-#: Where the course's repository lives: every page links it and the "how to run" boxes clone
-#: it. The one place to change it (or set COURSE_REPOSITORY_URL when building); the course has
-#: no public address yet, so this is a placeholder.
-repository_url = os.environ.get("COURSE_REPOSITORY_URL", "https://example.org/attention-course")
+#: The course's public git address: scripts/build_book.py passes it from pyproject.toml's
+#: ``[project.urls] Repository`` (the one place it is set). "" while unset: no page then names
+#: an address (the footer says to ask the lecturer).
+repository_url = os.environ.get("COURSE_REPOSITORY_URL", "").strip()
 
 project = "Attention-based models"
 author = "the course authors"
@@ -17,7 +17,8 @@ exclude_patterns = ["_build", "**.ipynb_checkpoints", "_readme.md", "_release", 
 # the notebooks are shown as they were executed and stored (fast profile, CPU); nothing runs
 nb_execution_mode = "off"
 myst_enable_extensions = ["dollarmath", "amsmath"]
-suppress_warnings = ["mystnb.unknown_mime_type"]
+# docs/ARCHITECTURE.md draws its diagrams in mermaid, which GitHub renders; the site shows their source
+suppress_warnings = ["mystnb.unknown_mime_type", "misc.highlighting_failure"]
 
 # offline: MathJax 2 from _static (copied from slides/vendor/mathjax), no CDN
 mathjax_path = "mathjax/MathJax.js?config=TeX-AMS_CHTML"
@@ -33,9 +34,11 @@ html_theme_options = {
     "use_download_button": True,
     "use_fullscreen_button": False,
     "use_repository_button": False,   # the theme's button knows GitHub/GitLab/Bitbucket only
-    "icon_links": [{"name": "The course's repository (clone it to run the notebooks)",
-                    "url": repository_url, "icon": "fa-solid fa-code-branch", "type": "fontawesome"}],
-    "extra_footer": f'<p>Repository: <a href="{repository_url}">{repository_url}</a></p>',
+    "icon_links": ([{"name": "The course's repository (clone it to run the notebooks)",
+                     "url": repository_url, "icon": "fa-solid fa-code-branch", "type": "fontawesome"}]
+                   if repository_url else []),
+    "extra_footer": (f'<p>Repository: <a href="{repository_url}">{repository_url}</a></p>' if repository_url
+                     else "<p>To run the notebooks, get the course's repository from your lecturer.</p>"),
     "show_toc_level": 2,
     "navigation_with_keys": False,
 }

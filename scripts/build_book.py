@@ -12,7 +12,8 @@ students' page per assignment found in assignments/release/ (what to write, the 
 to hand in, the release notebook to download; never the solutions) and MathJax from
 slides/vendor/ (no CDN); then runs Sphinx with MyST-NB and the book theme, and exports the
 slide decks into the site's slides/ (scripts/export_slides.py, from the stored notebooks).
-The repository's address is ``repository_url`` in book/conf.py. The notebooks are shown as
+The repository's address is ``[project.urls] Repository`` in pyproject.toml
+(export_slides.repository_url; unset, the pages say to ask the lecturer and name no address). The notebooks are shown as
 executed and stored; ``--execute`` runs the staged copies first (fast profile, as `make
 notebooks` does), leaving notebooks/ untouched.
 """
@@ -21,8 +22,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import re
-import runpy
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,7 @@ from pathlib import Path
 import nbformat
 
 from scripts import export_slides
-from scripts.export_slides import VENDOR, without_widgets
+from scripts.export_slides import VENDOR, repository_url, without_widgets
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -41,9 +42,16 @@ RELEASE = ROOT / "assignments" / "release"
 CLONE_AS = "attention-course"
 
 
-def repository_url() -> str:
-    """The repository's address: ``repository_url`` of book/conf.py (COURSE_REPOSITORY_URL overrides)."""
-    return runpy.run_path(str(BOOK / "conf.py"))["repository_url"]
+#: the guides of docs/ that the website shows as they are (for lecturers; README.md links them)
+GUIDES = ["RUNNING", "LECTURERS", "HUB", "GRADING", "PRESENTING", "CONTENTS", "CONTRIBUTING", "ARCHITECTURE"]
+
+
+def clone(url: str) -> str:
+    """How to get the repository, as Markdown: the clone command, or (address unset) whom to ask."""
+    if url:
+        return f"`git clone {url} {CLONE_AS}`"
+    return (f"a copy of the course's repository from your lecturer (a `git clone` of the address "
+            f"they give you, into a folder `{CLONE_AS}`)")
 
 
 def readme_pip_commands(readme: Path = ROOT / "README.md") -> str:
@@ -54,6 +62,21 @@ def readme_pip_commands(readme: Path = ROOT / "README.md") -> str:
     if not found:
         raise ValueError(f"{readme}: no block between the install-without-make markers (the run page shows it)")
     return found.group(1)
+
+
+def get_it(url: str) -> str:
+    """Step 1 of the run page: the clone, or (address unset) whom to ask; never an invented address."""
+    if url:
+        return f"""```bash
+git clone {url} {CLONE_AS}
+cd {CLONE_AS}
+```
+
+(Or download the repository as an archive from <{url}> and unpack it.) You need Python 3.11 or
+newer with `pip` and `venv`."""
+    return f"""Ask your lecturer for the course's repository (its address was not set when this website
+was built): clone it with git into a folder `{CLONE_AS}`, or unpack the archive they hand out,
+and change into that folder. You need Python 3.11 or newer with `pip` and `venv`."""
 
 
 def run_page(url: str) -> str:
@@ -67,13 +90,7 @@ does not run.
 
 ## 1. Get the repository
 
-```bash
-git clone {url} {CLONE_AS}
-cd {CLONE_AS}
-```
-
-(Or download the repository as an archive from <{url}> and unpack it.) You need Python 3.11 or
-newer with `pip` and `venv`.
+{get_it(url)}
 
 ## 2. Install and start JupyterLab
 
@@ -95,8 +112,8 @@ The home assignments are in `assignments/release/` (see [Assignments](assignment
 
 **On a JupyterHub or BinderHub** that your course runs from the repository's `binder/`
 configuration, the course is already installed: open `notebooks/` there and skip steps 1-2.
-The repository's README (*Where classes run*) covers a torch you already have and hosted
-notebook services.
+[Running the course](docs/RUNNING.md) covers every command, a torch you already have and
+hosted notebook services; [the hub guide](docs/HUB.md) a JupyterHub for a class.
 """
 
 
@@ -105,8 +122,8 @@ def run_box(chapter: str, url: str) -> str:
     return f"""```{{admonition}} Run this chapter yourself
 :class: tip course-run
 
-This page is the notebook `{chapter}.ipynb` as executed and stored. To run it: `git clone {url}
-{CLONE_AS}`, then `make lab` in that folder (or the pip commands of [Run the course](../run.md),
+This page is the notebook `{chapter}.ipynb` as executed and stored. To run it: {clone(url)},
+then `make lab` in that folder (or the pip commands of [Run the course](../run.md),
 or the course's JupyterHub), and open `notebooks/{chapter}.ipynb`. The notebook downloaded alone
 needs the package `course_utils` and the `data/` of the repository.
 
@@ -288,21 +305,26 @@ def stage(src: Path, execute: bool = False) -> Path:
     if src.exists():
         shutil.rmtree(src)
     shutil.copytree(BOOK, src, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "README.md", src / "_readme.md")
+    (src / "docs").mkdir()
+    for guide in GUIDES:   # shown as they are; their links to one another stay links
+        shutil.copy(ROOT / "docs" / f"{guide}.md", src / "docs" / f"{guide}.md")
     url = repository_url()
     (src / "run.md").write_text(run_page(url), encoding="utf-8")
     stage_assignments(src, url)
     (src / "notebooks").mkdir()
-    chapters = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    chapters = export_slides.chapters()
     (src / "_chapters.md").write_text(chapter_table(chapters), encoding="utf-8")
     (src / "_repository.md").write_text(
-        f"The course's repository: <{url}>. Clone it with `git clone {url} {CLONE_AS}`.\n", encoding="utf-8")
+        (f"The course's repository: <{url}>. Clone it with {clone(url)}.\n" if url else
+         f"Get {clone(url)}.\n"), encoding="utf-8")
     for path in chapters:
         nb = with_code_links(without_widgets(nbformat.read(path, as_version=4)))
         nbformat.write(with_run_box(nb, path.stem, url), src / "notebooks" / path.name)
     if execute:
         subprocess.run([sys.executable, str(ROOT / "scripts" / "execute_notebooks.py"),
                         *sorted(str(p) for p in (src / "notebooks").glob("*.ipynb"))], check=True, cwd=ROOT)
+    for staged in (src / "notebooks").glob("*.ipynb"):   # as a lecture shows them (after running them)
+        nbformat.write(export_slides.presented(nbformat.read(staged, as_version=4)), staged)
     if not (VENDOR / "mathjax" / "MathJax.js").exists():
         sys.exit(f"{VENDOR}/mathjax is missing: run `python scripts/fetch_slide_vendor.py`")
     shutil.copytree(VENDOR / "mathjax", src / "_static" / "mathjax")
@@ -315,9 +337,10 @@ def build(out: Path, execute: bool = False, src: Path | None = None) -> Path:
     src = stage(src or out.parent / (out.name + "-src"), execute)
     if out.exists():
         shutil.rmtree(out)
+    env = {**os.environ, "COURSE_REPOSITORY_URL": repository_url()}   # book/conf.py reads it
     subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going",
-                    "-d", str(src / "_doctrees"), str(src), str(out)], check=True)
-    chapters = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+                    "-d", str(src / "_doctrees"), str(src), str(out)], check=True, env=env)
+    chapters = export_slides.chapters()
     export_slides.main([*map(str, chapters), "--out", str(out / "slides"), "--home", "../index.html"])
     return out / "index.html"
 

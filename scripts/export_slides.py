@@ -23,12 +23,17 @@ import copy
 import html
 import json
 import re
+import os
 import shutil
 import sys
+import tomllib
 from pathlib import Path
 
 import nbformat
 from nbconvert import SlidesExporter
+from traitlets.config import Config
+
+from scripts.slide_metadata import shown_source
 
 REPO = Path(__file__).resolve().parent.parent
 VENDOR = REPO / "slides" / "vendor"
@@ -44,6 +49,25 @@ URLS = {
     # one combined MathJax 2 configuration: TeX input, AMS macros, CommonHTML output
     "mathjax_url": "vendor/mathjax/MathJax.js?config=TeX-AMS_CHTML",
 }
+
+
+def repository_url(pyproject: Path = REPO / "pyproject.toml") -> str:
+    """The course's public git address: ``[project.urls] Repository`` in pyproject.toml, the one
+    place it is set (COURSE_REPOSITORY_URL overrides it for one build); "" while it is unset.
+    The website, the decks and the README's hosted first cell take it from here."""
+    if os.environ.get("COURSE_REPOSITORY_URL", "").strip():
+        return os.environ["COURSE_REPOSITORY_URL"].strip()
+    with open(pyproject, "rb") as f:
+        urls = tomllib.load(f).get("project", {}).get("urls", {})
+    return str(urls.get("Repository", "")).strip()
+
+
+def how_to_get(url: str) -> str:
+    """One sentence (HTML) on where the course's repository is; names no address when unset."""
+    if url:
+        return f'The course\'s repository: <a href="{html.escape(url)}">{html.escape(url)}</a>.'
+    return ("To run the notebooks, get the course's repository from your lecturer "
+            "(its address is not set in this build).")
 
 
 def without_widgets(nb):
@@ -64,6 +88,26 @@ def without_widgets(nb):
                 out["data"] = {"text/html": data["text/html"]}
             kept.append(out)
         cell.outputs = kept
+    return nb
+
+
+#: the cell tags of a presented notebook (the decks and the website honour them, as MyST-NB does)
+NO_INPUT, NO_CELL = "remove-input", "remove-cell"
+
+
+def presented(nb):
+    """A copy of ``nb`` as a lecture shows it: each code cell's source without nbval's markers
+    and plumbing (slide_metadata.shown_source: asserts, save_results, ...); a cell left with
+    no code keeps its outputs without an input (tag ``remove-input``) or, with none, is left
+    out (``remove-cell``). The notebook's own cells are untouched."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.source = shown_source(cell.source)
+        if not cell.source.strip():
+            tags = cell.metadata.setdefault("tags", [])
+            tags.append(NO_INPUT if cell.outputs else NO_CELL)
     return nb
 
 
@@ -118,6 +162,12 @@ def split_sections(nb):
     return nb
 
 
+def chapters(folder: Path = REPO / "notebooks") -> list[Path]:
+    """The course's notebooks in the order they are taught: by number, then a chapter before its
+    follow-ups (``05_bert`` before ``05_bert_finetuning``, ``07_gpt`` before ``07b_small_llm``)."""
+    return sorted(folder.glob("[0-9][0-9]*_*.ipynb"), key=lambda p: (p.name[:2], p.stem.split("_")[0], p.stem))
+
+
 def title(notebook: Path) -> str:
     """The notebook's first heading, as plain text (``# 04 · The *Transformer*`` -> ``04 · The Transformer``)."""
     first = json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]
@@ -126,7 +176,11 @@ def title(notebook: Path) -> str:
 
 
 def exporter() -> SlidesExporter:
-    return SlidesExporter(template_file=str(TEMPLATE), reveal_theme="white", reveal_scroll=True,
+    config = Config()
+    config.TagRemovePreprocessor.enabled = True
+    config.TagRemovePreprocessor.remove_input_tags = {NO_INPUT}
+    config.TagRemovePreprocessor.remove_cell_tags = {NO_CELL}
+    return SlidesExporter(config=config, template_file=str(TEMPLATE), reveal_theme="white", reveal_scroll=True,
                           reveal_transition="none", reveal_number="c/t", **URLS)
 
 
@@ -141,7 +195,7 @@ def copy_vendor(out: Path) -> None:
 
 
 def export(notebook: Path, out: Path, slides: SlidesExporter) -> Path:
-    nb = split_sections(split_title(without_widgets(nbformat.read(notebook, as_version=4))))
+    nb = split_sections(split_title(presented(without_widgets(nbformat.read(notebook, as_version=4)))))
     body, _ = slides.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})
     for name, url in URLS.items():  # nothing may point at the network any more
         assert "://" not in url, name
@@ -175,7 +229,8 @@ def slide_count(deck: Path) -> int:
     return max(text.count("<section") - len(re.findall(r"<section[^>]*>\s*<section", text)), 0)
 
 
-def write_index(decks: list[tuple[Path, str]], out: Path, home: str | None = None) -> Path:
+def write_index(decks: list[tuple[Path, str]], out: Path, home: str | None = None,
+                url: str | None = None) -> Path:
     """A styled index.html in ``out`` listing ``decks`` ((path, title) pairs); ``home``: a
     link back to the course website, when the decks are part of it."""
     items = "\n".join(
@@ -183,6 +238,7 @@ def write_index(decks: list[tuple[Path, str]], out: Path, home: str | None = Non
         f'<div class="meta">{slide_count(d)} slides · {d.stat().st_size / 1e6:.1f} MB</div></li>'
         for d, title in decks)
     back = f' · <a href="{html.escape(home)}">the course website</a>' if home else ""
+    where = how_to_get(repository_url() if url is None else url)
     index = out / "index.html"
     index.write_text(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -193,7 +249,8 @@ def write_index(decks: list[tuple[Path, str]], out: Path, home: str | None = Non
         f"<main>\n<ol class=\"decks\">\n{items}\n</ol>\n"
         "<p>Keys: <kbd>→</kbd> <kbd>←</kbd> next and previous slide (<kbd>↓</kbd> <kbd>↑</kbd> within a "
         "section), <kbd>S</kbd> speaker notes, <kbd>F</kbd> full screen, <kbd>Esc</kbd> overview. "
-        "A long slide or code cell scrolls with the mouse wheel.</p>\n</main>\n</body></html>\n",
+        "A long slide or code cell scrolls with the mouse wheel.</p>\n"
+        f"<p class=\"repository\">{where}</p>\n</main>\n</body></html>\n",
         encoding="utf-8")
     return index
 
@@ -213,7 +270,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "build" / "slides")
     parser.add_argument("--home", help="a link from the index back to the course website (relative URL)")
     args = parser.parse_args(argv)
-    notebooks = args.notebooks or sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    notebooks = args.notebooks or chapters()
     args.out.mkdir(parents=True, exist_ok=True)
     copy_vendor(args.out)
     slides = exporter()

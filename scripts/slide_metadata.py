@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -113,6 +114,62 @@ def apply(nb: dict) -> bool:
             rise[key] = value
             changed = True
     return changed
+
+
+#: comment lines for the test tools, never for a reader (nbval's markers)
+MARKER = re.compile(r"^\s*#\s*NBVAL_\w+.*$")
+
+
+def _plumbing(node: ast.stmt) -> bool:
+    """A statement that checks or files results rather than teaches: an ``assert``, a
+    ``save_results(...)`` call (bare or assigned), a legend removed by hand, or a loop, ``if`` or
+    ``with`` that holds nothing else."""
+    if isinstance(node, ast.Assert):
+        return True
+    if isinstance(node, (ast.For, ast.While, ast.If, ast.With)):   # a loop of asserts is a check too
+        inner = node.body + getattr(node, "orelse", [])
+        return bool(inner) and all(_plumbing(n) for n in inner)
+    call = node.value if isinstance(node, (ast.Expr, ast.Assign)) else None
+    if not isinstance(call, ast.Call):
+        return False
+    name = ast.unparse(call.func)
+    return name.split(".")[-1] == "save_results" or name.endswith("get_legend().remove")
+
+
+def shown_source(source: str) -> str:
+    """What a slide or a web page shows of a code cell: the cell without nbval's markers and
+    without its plumbing statements (:func:`_plumbing`; one that is a block's only statement
+    stays, so the code shown still parses), nor a ``print`` of a name such a statement bound.
+    Only what is shown changes: the notebook runs as it is."""
+    lines = [line for line in source.split("\n") if not MARKER.match(line)]
+    text = "\n".join(lines)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text.strip("\n")
+    drop, bound = set(), set()
+    def visit(body):
+        plumbing = [n for n in body if _plumbing(n)]
+        for node in body:
+            if node in plumbing and len(plumbing) < len(body) or node in plumbing and body is tree.body:
+                drop.update(range(node.lineno, node.end_lineno + 1))
+                if isinstance(node, ast.Assign):
+                    bound.update(ast.unparse(t) for t in node.targets)
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue   # a function's own checks are part of the code it teaches
+            for field in ("body", "orelse", "finalbody"):
+                if isinstance(getattr(node, field, None), list):
+                    visit(getattr(node, field))
+            for handler in getattr(node, "handlers", []):
+                visit(handler.body)
+    visit(tree.body)
+    for node in tree.body:   # print(path) after `path = save_results(...)`
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and ast.unparse(node.value.func) == "print"
+                and bound & {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}):
+            drop.update(range(node.lineno, node.end_lineno + 1))
+    kept = [line for k, line in enumerate(text.split("\n"), 1) if k not in drop]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip("\n")
 
 
 def main(argv=None) -> int:

@@ -16,7 +16,21 @@ from browser import CHROMIUM, SHOTS, offline_chromium
 ROOT = Path(__file__).resolve().parent.parent
 from scripts import build_book  # noqa: E402
 
-CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+from scripts import export_slides  # noqa: E402
+
+CHAPTERS = [p.stem for p in export_slides.chapters()]
+#: the chapters with an explorer (a widget whose static view the page shows)
+def _has_explorer(path: Path) -> bool:
+    """A widget output that carries its static view (text/html), as the course's explorers do
+    (a library's progress bar carries none, and the site leaves it out)."""
+    import json
+    return any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) and "text/html" in o.get("data", {})
+               for c in json.loads(path.read_text())["cells"] for o in c.get("outputs", []))
+
+
+EXPLORERS = [p.stem for p in export_slides.chapters() if _has_explorer(p)]
+#: hosts that stand for an address nobody has: no built page may name one
+PLACEHOLDER_HOSTS = re.compile(r"\bexample\.(?:org|com|net)\b")
 RELEASES = sorted(p.stem for p in (ROOT / "assignments" / "release").glob("*/*.ipynb") if p.stem == p.parent.name)
 # the site built (Sphinx), and opened in Chromium: `make integration` (Makefile)
 needs_site = pytest.mark.integration
@@ -39,8 +53,8 @@ def _pages(site):
 @needs_site
 def test_every_page_is_there_and_loads_nothing_from_another_host(site):
     names = {p.relative_to(site).as_posix() for p in _pages(site)}
-    expected = {"index.html", "grading.html", "lecturers.html", "api.html", "search.html", "run.html",
-                "assignments/index.html"}
+    expected = {"index.html", "api.html", "search.html", "run.html", "assignments/index.html",
+                *(f"docs/{guide}.html" for guide in build_book.GUIDES)}
     assert expected | {f"notebooks/{c}.html" for c in CHAPTERS} | {f"assignments/{a}.html" for a in RELEASES} <= names
     for page in _pages(site):
         text = page.read_text()
@@ -68,38 +82,76 @@ def test_chapters_name_their_code_and_offer_the_notebook(site):
 
 
 @needs_site
-def test_explorers_show_their_static_view_and_the_lecturer_pages_come_from_the_readme(site):
-    for chapter in CHAPTERS:
+def test_explorers_show_their_static_view_and_the_guides_are_on_the_site(site):
+    for chapter in EXPLORERS:
         page = (site / "notebooks" / f"{chapter}.html").read_text()
         assert "static view (no kernel)" in page and "VBox(" not in page and "Explorer(children" not in page, chapter
     text = lambda name: re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", (site / name).read_text()))
-    assert "make grade SUBMISSION=path/to/folder/" in text("grading.html")
-    assert "make slides" in text("lecturers.html") and "No points for the reference answer" in text("grading.html")
+    assert "make grade SUBMISSION=~/grading/a1_bahdanau/" in text("docs/LECTURERS.html")
+    assert "make slides" in text("docs/PRESENTING.html") and "No points for the reference answer" in text("docs/GRADING.html")
+    assert "--target-repo-dir /srv/course" in text("docs/HUB.html")
+    # the guides link one another on the site as in the repository
+    assert 'href="GRADING.html"' in (site / "docs" / "LECTURERS.html").read_text()
 
 
 @needs_site
-def test_every_chapter_links_the_repository_says_how_to_run_it_and_links_its_deck(site):
+def test_every_chapter_says_how_to_run_it_and_links_its_deck_and_no_page_invents_an_address(site):
     url = build_book.repository_url()
     index = (site / "index.html").read_text()
-    assert f'href="{url}"' in index and f"git clone {url}" in re.sub(r"<[^>]+>", "", index)
     # the chapters are listed once, under one "Chapters" heading (the sidebar keeps its caption)
     article = index[index.index('<article class="bd-article"'):index.index("</article>")]
     assert article.count("<h2>Chapters<") == 1 and "caption-text" not in article
     assert index.count('caption-text">Chapters<') == 1
+    # in the order they are taught (05_bert before 05_bert_finetuning), in the sidebar too
+    sidebar = re.findall(r'href="notebooks/(\w+)\.html"', index)
+    assert list(dict.fromkeys(sidebar)) == CHAPTERS, sidebar
     for chapter in CHAPTERS:
         page = (site / "notebooks" / f"{chapter}.html").read_text()
         plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page))
-        assert "Run this chapter yourself" in plain and f"git clone {url}" in plain, chapter
+        assert "Run this chapter yourself" in plain, chapter
         assert f"notebooks/{chapter}.ipynb" in plain and 'href="../run.html"' in page, chapter
-        assert f'href="{url}"' in page, chapter  # the header's repository link
+        assert (f"git clone {url}" in plain and f'href="{url}"' in page) if url else "from your lecturer" in plain, chapter
         assert f'href="../slides/{chapter}.html"' in page and (site / "slides" / f"{chapter}.html").exists()
         assert f'href="slides/{chapter}.html"' in index, chapter
+        # what a lecture shows: no nbval marker in the code (the prose may name it), no cell of asserts only
+        code = "".join(re.findall(r'<div class="cell_input.*?</pre>', page, re.S))
+        assert code and "NBVAL_" not in code and not re.search(r"^\s*<span[^>]*>assert</span>", code, re.M), chapter
     slides = (site / "slides" / "index.html").read_text()
     assert all(f'href="{c}.html"' in slides for c in CHAPTERS) and 'href="../index.html"' in slides
     run = re.sub(r"<[^>]+>", "", (site / "run.html").read_text())
     pip_lines = [line for line in build_book.readme_pip_commands().splitlines() if "pip install" in line]
     assert pip_lines and all(line.strip() in run for line in pip_lines)  # README's own commands
-    assert "make lab" in run and "JupyterHub" in run and f"git clone {url}" in run
+    assert "make lab" in run and "JupyterHub" in run
+    assert f"git clone {url}" in run if url else "Ask your lecturer" in run
+    for page in site.rglob("*.html"):
+        found = PLACEHOLDER_HOSTS.search(page.read_text(errors="ignore"))
+        assert not found, f"{page.relative_to(site)} names a placeholder address: {found.group(0)}"
+
+
+def test_the_address_comes_from_pyproject_and_reaches_every_box_when_set(tmp_path, monkeypatch):
+    """Staged only (no Sphinx): with an address, the run page, each chapter's box, each
+    assignment page and the footer name it; without one, none names any address."""
+    import runpy
+    monkeypatch.delenv("COURSE_REPOSITORY_URL", raising=False)
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\n')
+    assert export_slides.repository_url(pyproject) == ""
+    pyproject.write_text('[project]\nname = "x"\n[project.urls]\nRepository = "https://git.uni.test/ml/attention"\n')
+    assert export_slides.repository_url(pyproject) == "https://git.uni.test/ml/attention"
+    for url in ("https://git.uni.test/ml/attention", ""):
+        monkeypatch.setenv("COURSE_REPOSITORY_URL", url)
+        src = build_book.stage(tmp_path / f"src{len(url)}")
+        texts = [(src / "run.md").read_text(), (src / "_repository.md").read_text(),
+                 *(p.read_text() for p in (src / "assignments").glob("a*.md"))]
+        box = (src / "notebooks" / f"{CHAPTERS[0]}.ipynb").read_text()
+        conf = runpy.run_path(str(src / "conf.py"))
+        if url:
+            assert all(f"git clone {url} attention-course" in t for t in [*texts, box])
+            assert conf["html_theme_options"]["icon_links"][0]["url"] == url and url in conf["html_theme_options"]["extra_footer"]
+        else:
+            assert not any(re.search(r"https?://(?!download\.pytorch\.org)", t) for t in [texts[0], texts[1], box])
+            assert "lecturer" in texts[0] and "lecturer" in box
+            assert conf["html_theme_options"]["icon_links"] == [] and "lecturer" in conf["html_theme_options"]["extra_footer"]
 
 
 def test_readme_without_the_install_markers_is_refused(tmp_path):

@@ -1,4 +1,6 @@
-"""Where classes run (README: *Where classes run*): the hub image's configuration (binder/),
+"""Where classes run (docs/HUB.md, docs/RUNNING.md): the hub image's configuration (binder/),
+Zero to JupyterHub's values (hub/config.yaml), hand-in and return around `make grade`
+(hub/classroom.py), a real JupyterHub on the loopback (hub/loopback.py, `make hub-loopback`),
 what a student's JupyterLab holds (the ``lab`` extra only, opening on notebooks/ with the
 assignments in reach), the first cell for a hosted notebook service, and what a stored
 bertviz view shows when its scripts do not run (an untrusted notebook).
@@ -76,8 +78,9 @@ def test_binder_installs_the_pinned_cpu_torch_first_then_the_locked_lab_set_unde
     assert re.fullmatch(r"python-3\.\d+", runtime) and runtime[len("python-"):] + ".0" in \
         __import__("packaging.specifiers", fromlist=["SpecifierSet"]).SpecifierSet(requires)
     # nothing else in binder/ that would switch repo2docker to another buildpack
-    assert sorted(p.name for p in BINDER.iterdir()) == ["overrides.json", "postBuild", "requirements.txt",
-                                                        "runtime.txt", "start"]
+    # (jupyter-student/: the students' Jupyter config of `make lab`, a folder no buildpack reads)
+    assert sorted(p.name for p in BINDER.iterdir()) == ["jupyter-student", "overrides.json", "postBuild",
+                                                        "requirements.txt", "runtime.txt", "start"]
     # JupyterLab's defaults for students, in the image and in `make lab`
     overrides = json.loads((BINDER / "overrides.json").read_text())
     assert overrides["@jupyterlab/filebrowser-extension:browser"]["showLastModifiedColumn"] is False
@@ -277,11 +280,14 @@ def test_the_hub_install_steps_give_the_cpu_torch_and_no_grading_tools(hub_venv)
     assert "nbgrader" not in (extensions.stdout + extensions.stderr).lower()
 
 
-def _lab_command(venv: Path) -> list[str]:
-    """`make lab`'s JupyterLab command for ``venv``, as make would run it."""
+def _lab_command(venv: Path) -> tuple[dict, list[str]]:
+    """`make lab`'s JupyterLab command for ``venv``, as make would run it: the settings it
+    puts before the command (JUPYTER_CONFIG_PATH) and the command."""
     line = next(l for l in _make_dry_run("lab").splitlines() if " lab " in l and "jupyter" in l)
     line = line.replace("build/no-such-venv/bin/jupyter", str(venv / "bin" / "jupyter"))
-    return line.split()
+    words = line.split()
+    settings = dict(w.split("=", 1) for w in words if re.fullmatch(r"[A-Z_]+=\S*", w))
+    return settings, [w for w in words if not re.fullmatch(r"[A-Z_]+=\S*", w)]
 
 
 @slow
@@ -299,7 +305,9 @@ def test_the_students_jupyterlab_opens_on_notebooks_quietly_with_the_assignments
                JUPYTERLAB_WORKSPACES_DIR=str(state / "workspaces"), HOME=str(state / "home"))
     (state / "home").mkdir(parents=True)
     token = secrets.token_hex(16)   # a token as a student's server has (no "authentication disabled" warning)
-    cmd = _lab_command(hub_venv) + ["--no-browser", f"--port={port}", "--port-retries=0", "--ip=127.0.0.1",
+    settings, cmd = _lab_command(hub_venv)
+    env.update(settings)
+    cmd = cmd + ["--no-browser", f"--port={port}", "--port-retries=0", "--ip=127.0.0.1",
                                     f"--IdentityProvider.token={token}"]
     cmd = [c for c in cmd if not c.startswith("--port=") or c == f"--port={port}"]
     log_path = HUB_BUILD / "student-lab.log"
@@ -388,8 +396,8 @@ print(json.dumps({"version": md.version("torch"), "tops": sorted(tops),
     return info["version"]
 
 
-def _readme_block(name: str) -> str:
-    text = (ROOT / "README.md").read_text()
+def _readme_block(name: str, page: Path = ROOT / "docs" / "RUNNING.md") -> str:
+    text = page.read_text()
     block = text.split(f"<!-- {name}: begin", 1)[1].split(f"<!-- {name}: end -->", 1)[0]
     return re.search(r"```python\n(.*?)```", block, re.S).group(1)
 
@@ -426,3 +434,222 @@ def test_the_hosted_first_cell_installs_the_course_beside_the_torch_that_is_ther
     assert not (site / "torch").exists(), "pip installed a second torch into the venv"
     _pip(venv, "check")
     print(f"hosted first cell with torch {version}: {time.perf_counter() - started:.0f} s")
+
+
+# ---- students' JupyterLab: nbgrader's lecturer parts off whatever the venv holds ---------
+
+STUDENT_CONFIG = BINDER / "jupyter-student"
+
+
+def test_make_lab_points_jupyter_at_the_students_config_and_lecturers_keep_nbgrader():
+    settings, _ = _lab_command(ROOT / ".venv")
+    assert settings.get("JUPYTER_CONFIG_PATH", "").split(":")[0] == str(STUDENT_CONFIG), settings
+    line = next(l for l in _make_dry_run("lab", "LOCK=dev").splitlines() if " lab " in l and "jupyter" in l)
+    assert "JUPYTER_CONFIG_PATH" not in line     # `make lab LOCK=dev`: the lecturer's menus stay
+
+
+def test_the_students_config_turns_off_every_part_of_nbgrader_the_venv_could_hold():
+    """What JupyterLab and Jupyter Server read with the students' config first: every nbgrader
+    lab plugin disabled, every nbgrader server extension off (those nbgrader's own install
+    enables, when it is in this venv)."""
+    code = (
+        "import json\n"
+        "from jupyter_server.serverapp import ServerApp\n"
+        "from jupyterlab_server.config import get_static_page_config\n"
+        "app = ServerApp(); app.parse_command_line([]); app.load_config_file()\n"
+        "print(json.dumps({'server': app.jpserver_extensions,"
+        " 'lab': get_static_page_config(level='all').get('disabledExtensions', {})}))\n")
+    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(STUDENT_CONFIG)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    plugins = {"assignment-list", "course-list", "create-assignment", "formgrader", "menu", "validate-assignment"}
+    assert {p for p in plugins if seen["lab"].get(f"@jupyter/nbgrader:{p}") is True} == plugins, seen["lab"]
+    servers = {f"nbgrader.server_extensions.{m}" for m in ("assignment_list", "course_list", "formgrader",
+                                                          "validate_assignment")}
+    installed = Path(sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.d" / "nbgrader.json"
+    if installed.exists():   # nbgrader's install enables these: each must be turned off
+        servers |= set(json.loads(installed.read_text())["ServerApp"]["jpserver_extensions"])
+    assert {m: seen["server"].get(m) for m in servers} == {m: False for m in servers}
+
+
+# ---- the image's start hook: the course copied into an empty home -----------------------
+
+def _start(home: Path, *, hub: bool = True) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
+    env.update(HOME=str(home), COURSE_CPU_MAX_FILE=str(home / "no-such-file"))
+    if hub:
+        env["JUPYTERHUB_USER"] = "student"
+    return subprocess.run([str(BINDER / "start"), "true"], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_start_fills_an_empty_home_and_never_overwrites_the_students_work(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    assert _start(home).returncode == 0
+    notebooks = sorted(p.name for p in (home / "notebooks").glob("*.ipynb"))
+    assert notebooks == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    release = sorted(p.relative_to(home).as_posix() for p in (home / "assignments" / "release").rglob("*.ipynb"))
+    assert release == sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "assignments" / "release").rglob("*.ipynb")
+                             if ".ipynb_checkpoints" not in p.parts)
+    assert not list(home.rglob("*.pt")) and not list(home.rglob(".ipynb_checkpoints"))
+    # the student's edit and a deleted notebook: the edit stays, the missing one comes back
+    edited = home / "notebooks" / "00_welcome.ipynb"
+    edited.write_text("my work")
+    (home / "notebooks" / "01_seq2seq_bottleneck.ipynb").unlink()
+    assert _start(home).returncode == 0
+    assert edited.read_text() == "my work"
+    assert (home / "notebooks" / "01_seq2seq_bottleneck.ipynb").read_bytes() == \
+        (ROOT / "notebooks" / "01_seq2seq_bottleneck.ipynb").read_bytes()
+
+
+def test_start_copies_nothing_outside_a_hub_or_into_the_repository_itself(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    assert _start(home, hub=False).returncode == 0
+    assert not any(home.iterdir())
+    # the course inside the home (repo2docker without --target-repo-dir): nothing to copy
+    env = {**os.environ, "HOME": str(ROOT.parent), "JUPYTERHUB_USER": "student"}
+    before = sorted(p.name for p in ROOT.parent.iterdir())
+    out = subprocess.run([str(BINDER / "start"), "true"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and sorted(p.name for p in ROOT.parent.iterdir()) == before
+
+
+# ---- Zero to JupyterHub's values -----------------------------------------------------------
+
+def _gib(quantity: str) -> float:
+    """A Kubernetes/JupyterHub memory quantity in GiB (JupyterHub reads 2G as 2 GiB)."""
+    number, unit = re.fullmatch(r"([\d.]+)\s*([KMGT]i?)", quantity).groups()
+    return float(number) * {"K": 2 ** -20, "M": 2 ** -10, "G": 1, "T": 2 ** 10}[unit[0]]
+
+
+def test_the_z2jh_config_keeps_the_course_outside_the_persistent_home():
+    import yaml
+    config = yaml.safe_load((ROOT / "hub" / "config.yaml").read_text())
+    single = config["singleuser"]
+    home = single["storage"]["homeMountPath"]
+    assert home == "/home/jovyan" and single["storage"]["type"] == "dynamic"
+    assert single["notebookDir"] == home and single["defaultUrl"] == "/lab/tree/notebooks"
+    # the image is built with the repository outside that home (the file's and the guide's command)
+    for text in ((ROOT / "hub" / "config.yaml").read_text(), (ROOT / "docs" / "HUB.md").read_text()):
+        target = re.search(r"--target-repo-dir\s+(\S+)", text).group(1)
+        assert not (target + "/").startswith(home + "/"), target
+    # memory: the limit holds the largest notebook (BENCHMARKS: 05_bert_finetuning's 1.8 GB tree)
+    limit, guarantee = _gib(single["memory"]["limit"]), _gib(single["memory"]["guarantee"])
+    assert 1.8 / 1.024 ** 3 < limit and 0 < guarantee <= limit
+    assert 0 < single["cpu"]["guarantee"] <= single["cpu"]["limit"]
+    assert config["cull"]["enabled"] and 0 < config["cull"]["timeout"] <= 4 * 3600 and config["cull"]["users"] is False
+    exchange = single["extraFiles"]["nbgrader-config"]["stringData"]
+    mount = next(m["mountPath"] for m in single["storage"]["extraVolumeMounts"] if m["name"] == "nbgrader-exchange")
+    assert f'c.Exchange.root = "{mount}"' in exchange and not mount.startswith(home)
+
+
+# ---- the repository's address: one setting ----------------------------------------------
+
+def test_the_hosted_first_cell_takes_the_address_pyproject_sets():
+    from scripts.export_slides import repository_url
+    cell = _readme_block("hosted-first-cell")
+    value = re.search(r'^REPO_URL = "([^"]*)"', cell, re.M).group(1)
+    env_free = {k: v for k, v in os.environ.items() if k != "COURSE_REPOSITORY_URL"}
+    out = subprocess.run([sys.executable, "-c", "from scripts.export_slides import repository_url; print(repository_url())"],
+                         cwd=ROOT, env=env_free, capture_output=True, text=True, timeout=60)
+    assert value == out.stdout.strip(), "docs/RUNNING.md's REPO_URL differs from pyproject.toml's [project.urls] Repository"
+    assert "example.org" not in cell and "example.com" not in cell
+    assert callable(repository_url)
+
+
+def test_the_hosted_first_cell_stops_with_a_message_when_no_address_is_set(tmp_path):
+    cell = re.sub(r'^REPO_URL = "[^"]*"', 'REPO_URL = ""', _readme_block("hosted-first-cell"), flags=re.M)
+    out = subprocess.run([sys.executable, "-c", cell], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "REPO_URL is empty" in out.stderr
+    assert not (tmp_path / "torch-pin.txt").exists()   # it stopped before installing anything
+
+
+# ---- hand-in and return around `make grade` (hub/classroom.py) ----------------------------
+
+def _classroom():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("classroom", ROOT / "hub" / "classroom.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_collect_gives_make_grade_one_folder_per_student_without_nbgraders_files(tmp_path):
+    classroom = _classroom()
+    course = tmp_path / "course"
+    for student in ("ann", "bob"):
+        sub = course / "submitted" / student / "a1_bahdanau"
+        sub.mkdir(parents=True)
+        (sub / "a1_bahdanau.ipynb").write_text(student)
+        (sub / "bahdanau.pt").write_bytes(b"weights")
+        (sub / "timestamp.txt").write_text("2026-12-07 10:00:00")
+        (sub / "submission_secret.txt").write_text("s")
+    (course / "submitted" / "cat" / "a2_transformer").mkdir(parents=True)   # another assignment
+    assert classroom.collect("a1_bahdanau", course, tmp_path / "grading") == ["ann", "bob"]
+    assert sorted(p.relative_to(tmp_path / "grading").as_posix() for p in (tmp_path / "grading").rglob("*")) == [
+        "ann", "ann/a1_bahdanau.ipynb", "ann/bahdanau.pt", "bob", "bob/a1_bahdanau.ipynb", "bob/bahdanau.pt"]
+    with pytest.raises(SystemExit, match="nbgrader collect a3_bpe"):
+        classroom.collect("a3_bpe", course, tmp_path / "other")
+
+
+def test_feedback_is_staged_where_nbgraders_release_feedback_reads_it(tmp_path):
+    import nbformat
+    classroom = _classroom()
+    course, graded = tmp_path / "course", tmp_path / "graded"
+    (graded / "feedback").mkdir(parents=True)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("| total | 7 / 12 |")])
+    for student in ("ann", "zed"):
+        nbformat.write(nb, graded / "feedback" / f"{student}.ipynb")
+    sub = course / "submitted" / "ann" / "a1_bahdanau"
+    sub.mkdir(parents=True)
+    (sub / "timestamp.txt").write_text("2026-12-07 10:00:00")
+    (sub / "submission_secret.txt").write_text("secret")
+    assert classroom.stage_feedback("a1_bahdanau", graded, course) == ["ann"]   # zed handed in elsewhere
+    target = course / "feedback" / "ann" / "a1_bahdanau"
+    assert "7 / 12" in (target / "a1_bahdanau.html").read_text()
+    assert (target / "timestamp.txt").read_text() == "2026-12-07 10:00:00"
+    assert (target / "submission_secret.txt").read_text() == "secret"
+
+
+def test_grades_become_moodle_and_canvas_imports_with_the_same_totals(tmp_path):
+    import csv
+    classroom = _classroom()
+    grades = tmp_path / "grades.csv"
+    with open(grades, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["student", "assignment", "q1", "total", "max", "flags", "error", "review"])
+        w.writerow(["ann", "a1_bahdanau", "3", "11.5", "12", "", "", ""])
+        w.writerow(["bob", "a1_bahdanau", "0", "0", "12", "no checkpoint", "", ""])
+        w.writerow(["cat", "a1_bahdanau", "", "", "12", "", "not a notebook", ""])
+    moodle, canvas = classroom.lms(grades)
+    assert moodle.read_text().splitlines() == ["username,a1_bahdanau", "ann,11.5", "bob,0"]
+    rows = list(csv.DictReader(canvas.open()))
+    assert list(rows[0]) == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "a1_bahdanau"]
+    assert [(r["SIS Login ID"], r["a1_bahdanau"]) for r in rows] == [("ann", "11.5"), ("bob", "0")]
+
+
+# ---- a real JupyterHub on the loopback ------------------------------------------------------
+
+def _loopback():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("loopback", ROOT / "hub" / "loopback.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.integration
+def test_a_class_on_a_real_jupyterhub_from_login_to_grades():
+    """hub/loopback.py in the hub's venv: every step asserts (see its docstring); the figures
+    go to build/hub/loopback.json."""
+    reason = _loopback().missing()
+    if reason:
+        pytest.skip(f"loopback hub: {reason}")
+    python = ROOT / "build" / "hub" / "venv" / "bin" / "python"
+    out = subprocess.run([str(python), str(ROOT / "hub" / "loopback.py")], cwd=ROOT, capture_output=True, text=True,
+                         timeout=3600)
+    print(out.stdout[-4000:])
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    figures = json.loads((ROOT / "build" / "hub" / "loopback.json").read_text())
+    assert set(figures["notebook_00"]) == {"hubstudent1", "hubstudent2"}

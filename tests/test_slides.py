@@ -16,7 +16,6 @@ import pytest
 import browser
 
 REPO = browser.REPO
-NOTEBOOKS = sorted(browser.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 
 # the decks exported, and opened in Chromium: `make integration` (Makefile)
@@ -35,6 +34,7 @@ def _script(name):
 slide_metadata = _script("slide_metadata")
 export_slides = _script("export_slides")
 fetch_slide_vendor = _script("fetch_slide_vendor")
+NOTEBOOKS = export_slides.chapters(browser.NOTEBOOKS)   # 07b_small_llm included, in taught order
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -321,3 +321,44 @@ def test_decks_show_an_explorers_static_fallback_and_drop_bare_widgets():
     kept = out.cells[0].outputs[0]["data"]
     assert list(kept) == ["text/html"] and "static view (no kernel): d_k = 64" in kept["text/html"]
     assert len(cell.outputs) == 2  # the notebook itself is not changed
+
+
+# ---- what a lecture shows: the lesson's code, not its checks ---------------------------------
+
+def test_shown_source_drops_markers_asserts_and_filing_but_keeps_the_code_it_teaches():
+    from scripts.slide_metadata import shown_source
+    cell = ("# NBVAL_IGNORE_OUTPUT\nscores = evaluate(model)\nassert scores['bleu'] > 50, scores\n"
+            "path = save_results('02', scores)\nprint(path)\nfor ax in axes:\n    ax.plot(x)\n"
+            "    ax.get_legend().remove()\nfor row in rows:\n    assert row > 0\n"
+            "def check(x):\n    assert x > 0\n    return x\nif ready:\n    save_results('x', y)\nplt.show()")
+    assert shown_source(cell) == ("scores = evaluate(model)\nfor ax in axes:\n    ax.plot(x)\n"
+                                  "def check(x):\n    assert x > 0\n    return x\nplt.show()")
+    assert shown_source("assert a\nassert b") == ""
+    assert shown_source("x = (\n") == "x = ("          # not Python: only the markers go
+
+
+def test_presented_notebooks_keep_every_output_and_hide_only_plumbing():
+    import nbformat
+    for path in export_slides.chapters():
+        original = nbformat.read(path, as_version=4)
+        shown = export_slides.presented(original)
+        assert [c.cell_type for c in shown.cells] == [c.cell_type for c in original.cells]
+        for before, after in zip(original.cells, shown.cells):
+            if after.cell_type != "code":
+                continue
+            assert after.outputs == before.outputs, path.name            # every figure and table stays
+            code = after.source
+            assert "NBVAL_" not in code and "save_results(" not in code, (path.name, code[:80])
+            assert not re.search(r"^assert\b", code, re.M), (path.name, code[:80])
+            tags = after.metadata.get("tags", [])
+            if not code.strip():
+                assert tags[-1] == ("remove-input" if before.outputs else "remove-cell"), path.name
+        assert nbformat.read(path, as_version=4) == original   # the notebook itself is untouched
+
+
+@pytest.mark.integration
+def test_decks_show_no_test_markers_and_leave_input_less_cells_as_outputs(decks):
+    out, _, _ = decks
+    for notebook in NOTEBOOKS:
+        page = (out / f"{notebook.stem}.html").read_text()
+        assert "NBVAL_" not in page and "save_results(" not in page, notebook.stem
