@@ -148,8 +148,14 @@ def main(argv: list[str] | None = None) -> int:
             lines += ["", "```", failures((OUT / f"{name}.log").read_text()), "```"]
         lines.append("")
     ok = all(rc == 0 for rc, _ in outcome.values())
-    lines.append("Verdict: " + ("the newest releases pass: `make lock UPGRADE=1` is safe." if ok else
-                                "something broke with the newest releases: fix or cap it before updating the lock."))
+    if ok:
+        verdict = "the newest releases pass: `make lock UPGRADE=1` is safe."
+    elif not (moved or new or gone):
+        verdict = ("nothing moved since the lock, so these failures are the course's own (`make test` "
+                   "fails the same way with the lock): fix them first.")
+    else:
+        verdict = "something broke with the newest releases: fix the course or cap the package before updating the lock."
+    lines.append("Verdict: " + verdict)
     report = "\n".join(lines) + "\n"
     (OUT / "report.md").write_text(report)
     print(report)
