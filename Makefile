@@ -197,27 +197,40 @@ hub-check: $(STAMP)
 	env $(CHECK_ENV) COURSE_HUB_CHECK=1 $(PY) -m pytest -rs -s tests/test_hub.py
 
 # A real JupyterHub on the loopback (hub/loopback.py, docs/HUB.md *Tested here*): two students
-# log in, run 00, keep their work across a restart; nbgrader's exchange (release, fetch, submit,
-# collect), `make grade`, feedback back to each home, grades for Moodle and Canvas; the figures in
-# build/hub/loopback.json. Its own venv build/hub/venv (the image's set: torch's CPU build, the
-# locked dev set, jupyterhub; never .venv) and configurable-http-proxy from npm in build/hub/chp.
-# Needs root (it creates local users), useradd, bwrap and npm; the venv's Python must be readable
-# by other users (a pyenv under /root is not: HUB_PYTHON=/usr/bin/python3.11). `make integration`
-# runs it when the venv is there and skips it, saying why, otherwise.
+# log in (one in Chromium), run 00, keep their work across a restart; nbgrader's exchange (release,
+# fetch, submit, collect), `make grade`, feedback back to each home, grades for Moodle and Canvas;
+# the figures in build/hub/loopback.json. Needs root (it creates local users), useradd, bwrap and npm.
+# `make hub-venv` builds what it runs on: its own venv build/hub/venv (the image's set: torch's CPU
+# build, the locked dev set, jupyterhub; never .venv) and configurable-http-proxy from npm in
+# build/hub/chp. The students' servers run that venv's Python, so it must be readable by other
+# users: a Python under /root (pyenv) is not, and then /usr/bin/python3.11 is taken (HUB_PYTHON=
+# overrides). .ci/run runs `make hub-venv` before `make integration`, which runs the real hub test;
+# without the venv that test is skipped, saying why.
 HUB_VENV    = build/hub/venv
-HUB_PYTHON ?= $(PYTHON)
+HUB_PYTHON ?= $(shell $(PYTHON) -c 'import os, sys; p = os.path.realpath(sys.executable); \
+                print("/usr/bin/python3.11" if p.startswith("/root/") else p)' 2>/dev/null || echo /usr/bin/python3.11)
 JUPYTERHUB_SPEC ?= jupyterhub==5.3.0
 CHP_SPEC    ?= configurable-http-proxy@5.3.0
-.PHONY: hub-loopback
-hub-loopback: $(STAMP)
-	@test -x $(HUB_VENV)/bin/jupyterhub || { set -e; $(HUB_PYTHON) -m venv $(HUB_VENV); \
+HUB_PIP      = $(HUB_VENV)/bin/python -m pip install --progress-bar on
+.PHONY: hub-venv hub-loopback
+hub-venv:
+	@test -x $(HUB_VENV)/bin/jupyterhub || { set -e; \
+	    echo "make: the hub's venv $(HUB_VENV) from $(HUB_PYTHON)"; \
+	    $(HUB_PYTHON) -m venv $(HUB_VENV); \
 	    $(HUB_VENV)/bin/python -m pip install --quiet "$(PIP_SPEC)"; \
-	    $(HUB_VENV)/bin/python -m pip install $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"; \
-	    $(HUB_VENV)/bin/python -m pip install -c constraints.txt -r requirements/dev.txt; \
-	    $(HUB_VENV)/bin/python -m pip install -c constraints.txt "$(JUPYTERHUB_SPEC)"; \
-	    $(HUB_VENV)/bin/python -m pip install --no-deps --no-build-isolation -e .; }
-	@test -x build/hub/chp/node_modules/.bin/configurable-http-proxy || \
-	    npm install --no-audit --no-fund --prefix build/hub/chp "$(CHP_SPEC)"
+	    echo "make: $(HUB_VENV): $(TORCH_SPEC) first"; \
+	    $(HUB_PIP) $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"; \
+	    echo "make: $(HUB_VENV): the locked set requirements/dev.txt"; \
+	    $(HUB_PIP) -c constraints.txt -r requirements/dev.txt; \
+	    echo "make: $(HUB_VENV): $(JUPYTERHUB_SPEC)"; \
+	    $(HUB_PIP) -c constraints.txt "$(JUPYTERHUB_SPEC)"; \
+	    $(HUB_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .; }
+	@test -x build/hub/chp/node_modules/.bin/configurable-http-proxy || { \
+	    echo "make: configurable-http-proxy ($(CHP_SPEC)) from npm into build/hub/chp"; \
+	    npm install --no-audit --no-fund --prefix build/hub/chp "$(CHP_SPEC)"; }
+	@echo "make: the hub's venv is ready: $$($(HUB_VENV)/bin/jupyterhub --version 2>/dev/null | head -1) on $$($(HUB_VENV)/bin/python -c 'import sys; print(sys.version.split()[0])')"
+
+hub-loopback: $(STAMP) hub-venv
 	env $(CHECK_ENV) $(PY) -m pytest -rs -s -m integration tests/test_hub.py -k real_jupyterhub
 
 # The device check: every notebook, every assignment's source notebook and every script that

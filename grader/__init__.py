@@ -13,29 +13,44 @@ and writes ``assignments/release/<name>/<name>.ipynb``. ``assignments/release/MA
 records what it wrote; a release file that differs from it (a student or a lecturer edited
 it) is never overwritten: the command names the file and stops, unless ``--force``.
 
-``grade`` trusts nothing of the submission but its answer cells: it takes the source
-notebook (hidden tests included), puts the student's answer cells into it by
-``grade_id``, sets ``skip_training = True`` (the model is loaded from a checkpoint instead
-of trained: ``<checkpoint>.pt`` beside the submission if the student handed one in, else
-the reference one shipped in ``assignments/source/<name>/``, and the questions on the
-trained model score 0), runs it offline with nbclient (fast profile, one CPU thread) in a
-bubblewrap sandbox of its own (``grader.sandbox``: no view of the repository, the
-other submissions or the grader; limits on memory, processes, files, output and time).
-The questions an assignment's ``checks.py`` lists are judged outside the sandbox
-(``grader.verdicts``): their test cells run only their visible part, a probe calls
-the student's functions on the grader's inputs and sends back plain data, and the grader
-compares it with the reference answers it computes itself. The other test cells count as
-nbgrader counts them: a test cell that raises (or writes to stderr) scores 0, one that
-runs scores its points. Before that, ``answer_checks`` reads the answer cells: an answer
-cell that uses a reference answer (``course_utils`` beyond what the read-only cells hand out,
-or a library implementation the source's metadata lists), imports a module outside its
-allow-list, hides code or monkeypatches what the tests use costs its question and every later one.
-A folder is graded several submissions at a time, each in its sandbox, each stopped at a
-time limit; whatever goes wrong with one is that row's error; the result is ``grades.csv``
-(cells a spreadsheet would run escaped) and one feedback notebook per student (no hidden
-test in it). A handed-in checkpoint with the reference weights, or one whose model computes
-the reference model's function (``output_distance`` under ``NEAR_REFERENCE_OUTPUTS``: noise
-added, units permuted, a temperature), scores 0 on its question.
+``grade`` trusts nothing of the submission but its answer cells, and judges what they do,
+not how they are written. It takes the source notebook (hidden tests included), puts the
+student's answer cells into it by ``grade_id``, sets ``skip_training = True`` (the model is
+loaded from the checkpoint the student handed in, ``<checkpoint>.pt`` beside the submission;
+without one the questions on the trained model score 0), and runs it offline with nbclient (fast
+profile, one CPU thread) in a bubblewrap sandbox of its own (``grader.sandbox``):
+
+- **the references are not there**: the course package in the sandbox is a copy in which every
+  reference answer of the assignment is a tripwire (``grader.student_side``), the libraries that
+  implement it (``tokenizers``, ``transformers``) are empty folders, the torch operations it lists
+  are refused where they run (the dispatcher sees ``aten::_scaled_dot_product_*``, ``im2col``, ...
+  however they were reached), and the reference checkpoint is never copied in;
+- **the sandbox owns its resources**: no view of the repository, the other submissions or the
+  grader; a private, size-limited tmpfs for its work folder; a user of its own with no
+  capabilities and no user namespaces (a seccomp filter); as root a cgroup per sandbox (one
+  CPU's share, its memory, its processes) whose CPU *time* the time limit counts;
+- **nothing of the student's runs in the grader's process**: a notebook is read with ``ast``
+  only; a handed-in checkpoint is checked against the reference state dict's names, shapes,
+  dtypes and sizes (contiguous tensors, a byte limit) before anything reads it, and is loaded in
+  the sandbox; results come back through a pipe only the runner holds, and bwrap's own status
+  channel says whether the sandbox started.
+
+Every question is judged outside the sandbox (``grader.verdicts``, from the assignment's
+``checks.py``): a probe calls the student's functions on the grader's inputs and sends back
+plain data, which the grader compares with the reference answers it computes itself.
+``answer_checks`` reads the answer cells for what only text can show, a reference answer
+named in the code: such a finding caps the question it is in (0 points) and goes to the review
+column of ``grades.csv``; no other question is touched. A handed-in checkpoint with the
+reference weights, or one whose model computes the reference model's function
+(``output_distance`` under ``NEAR_REFERENCE_OUTPUTS``: noise added, units permuted, a
+temperature), scores 0 on its question.
+
+A folder is one class of one assignment (``--assignment``, default: the one most notebooks
+are); it is graded several submissions at a time, each in its sandbox; each row is its own
+(whatever goes wrong with one, ``SystemExit`` included, is that row's error; a notebook of
+another assignment is an error row), and ``grades.csv`` is always written (cells a spreadsheet
+would run escaped), with one feedback notebook per student (no hidden test in it) and
+``similar_pairs.csv``: pairs whose answer code is near-identical, for the lecturer to compare.
 
 Leaves out: the nbgrader gradebook database, late penalties, manual grading, feedback
 HTML (use a full nbgrader course for those; the notebooks are compatible).
@@ -45,8 +60,9 @@ The modules, each importing only those above it in this list:
 - ``grader.cells``: where the source notebooks are; what nbgrader's metadata says a cell is;
   ``AssignmentError``;
 - ``grader.release``: the student versions and their manifest (``make assignments``);
-- ``grader.answer_checks``: the reading of the answer cells (reference answers, hidden code,
-  monkeypatches);
+- ``grader.answer_checks``: the reading of the answer cells (a reference answer named in the text);
+- ``grader.student_side``: what the sandbox holds instead of the references (the course package
+  with tripwires, the absent libraries, the refused torch operations);
 - ``grader.assemble``: a submission read, recognised and put into the source notebook;
 - ``grader.checkpoints``: handed-in checkpoints read safely and told apart from the reference;
 - ``grader.sandbox``: what runs inside the bubblewrap sandbox (the runner, the probes, the

@@ -96,11 +96,15 @@ def assemble(submission, source) -> Assembled:
     return out
 
 
-def answer_rules(source) -> answer_checks.Rules:
-    """The allowed and forbidden names of an assignment, from its source notebook: its
-    read-only cells and ``metadata.course.reference_answers`` (see ``grader.answer_checks``)."""
+def answer_rules(source, references=None) -> answer_checks.Rules:
+    """The reference answers of an assignment (see ``grader.answer_checks``): the course names the
+    sandbox replaces by tripwires (``references``, default: those the solutions define, see
+    ``grader.student_side.reference_names``) and ``metadata.course.reference_answers``."""
+    from grader import student_side
     listed = source.metadata.get("course", {}).get("reference_answers", [])
-    return answer_checks.Rules(source.cells, listed, is_answer=is_answer_cell, is_test=is_test_cell)
+    if references is None:
+        references = student_side.reference_names(source)
+    return answer_checks.Rules(listed, references)
 
 
 def answer_names(source) -> set[str]:
@@ -113,15 +117,15 @@ def answer_names(source) -> set[str]:
     return names
 
 
-def check_answers(nb, source) -> answer_checks.Report:
+def check_answers(nb, source, references=None) -> answer_checks.Report:
     """The findings of the answer cells of ``nb`` (the notebook the grader runs)."""
-    return answer_checks.check(nb.cells, answer_rules(source), is_answer=is_answer_cell,
+    return answer_checks.check(nb.cells, answer_rules(source, references), is_answer=is_answer_cell,
                                is_test=is_test_cell, grade_id=grade_id, answer_names=answer_names(source))
 
 
-def answer_check_summary(nb, source) -> dict:
+def answer_check_summary(nb, source, references=None) -> dict:
     """``check_answers`` as plain data: flags, zeroed (test grade_id -> reason), findings."""
-    report = check_answers(nb, source)
+    report = check_answers(nb, source, references)
     return {"flags": report.flags, "zeroed": report.zeroed, "findings": [f.reason() for f in report.findings]}
 
 

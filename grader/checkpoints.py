@@ -92,16 +92,86 @@ def reference_outputs(question, reference: Path) -> list:
         return _reference_outputs[key]
 
 
-def student_checkpoint(path: Path, question) -> tuple[dict | None, str]:
-    """The handed-in checkpoint, read here with ``weights_only`` (no code in it runs), or
-    why it cannot be graded."""
+MAX_CHECKPOINT_BYTES = 64 * 2**20   # a submitted checkpoint (the file, and its tensors in all)
+
+
+def _tensors(value, prefix: str = "", depth: int = 0):
+    """(name, tensor) of every tensor in a loaded checkpoint (dicts, lists, tuples walked)."""
+    import torch
+    if depth > 20:
+        raise ValueError("nested too deep")
+    if isinstance(value, torch.Tensor):
+        yield prefix, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _tensors(v, f"{prefix}.{k}" if prefix else str(k), depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _tensors(v, f"{prefix}[{i}]", depth + 1)
+
+
+def fits_reference(theirs: Path, ref: Path) -> tuple[dict | None, str]:
+    """The handed-in checkpoint, loaded with ``weights_only`` and memory-mapped (no code in it
+    runs, no storage is read yet), if its model's weights have exactly the reference state
+    dict's names, shapes and dtypes (any floating-point dtype for a floating-point weight), each a contiguous tensor whose storage holds just its own
+    numbers (a view of one number spread over millions, ``expand``, is refused), at most
+    ``MAX_CHECKPOINT_BYTES`` in all; else (None, why). Checked before anything else reads it."""
+    import torch
+    size = theirs.stat().st_size
+    if size > MAX_CHECKPOINT_BYTES:
+        return None, f"{theirs.name} is {size / 2**20:.0f} MiB (at most {MAX_CHECKPOINT_BYTES // 2**20} MiB)"
+    try:
+        state = torch.load(theirs, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # noqa: BLE001  (whatever the file holds)
+        return None, f"{theirs.name} is not a readable checkpoint ({type(err).__name__})"
+    reference = torch.load(ref, map_location="cpu", weights_only=True, mmap=True)
+    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
+        return None, f"{theirs.name} is not a checkpoint of the course (save_checkpoint)"
+    want = {k: v for k, v in reference["model"].items() if isinstance(v, torch.Tensor)}
+    got = state["model"]
+    if set(got) != set(want) or not all(isinstance(got[k], torch.Tensor) for k in got):
+        missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+        return None, (f"{theirs.name} does not hold the assignment's model: "
+                      + (f"missing {missing[:3]}" if missing else "") + (" " if missing and extra else "")
+                      + (f"unexpected {extra[:3]}" if extra else "") + ("" if missing or extra else "not tensors"))
+    total = 0
+    try:
+        for name, t in _tensors(state):
+            if type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
+                return None, f"{theirs.name}: {name} is a {type(t).__name__}, not a plain tensor"
+            nbytes = t.untyped_storage().nbytes()
+            if not t.is_contiguous() or t.storage_offset() != 0 or nbytes != t.numel() * t.element_size():
+                return None, f"{theirs.name}: {name} is not a contiguous tensor of its own (save plain tensors)"
+            total += nbytes
+            if total > MAX_CHECKPOINT_BYTES:
+                return None, f"{theirs.name} holds more than {MAX_CHECKPOINT_BYTES // 2**20} MiB of tensors"
+    except ValueError as err:
+        return None, f"{theirs.name}: {err}"
+    for k, v in want.items():
+        # a floating-point weight may be saved in another floating-point dtype (the reference is
+        # stored in float16 to stay small; a student's own run saves float32): load_state_dict casts
+        same_kind = got[k].dtype == v.dtype or (got[k].dtype.is_floating_point and v.dtype.is_floating_point)
+        if got[k].shape != v.shape or not same_kind:
+            return None, (f"{theirs.name}: {k} is {got[k].dtype} {tuple(got[k].shape)}, the assignment's model has "
+                          f"{v.dtype} {tuple(v.shape)}")
+    return state, ""
+
+
+def student_checkpoint(path: Path, question, ref: Path | None = None) -> tuple[dict | None, str]:
+    """The handed-in checkpoint (``fits_reference`` against ``ref`` first, when given), or why
+    it cannot be graded."""
     import torch
     if not path.is_file():
         return None, f"no checkpoint {path.name} handed in"
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001  (whatever the file holds)
-        return None, f"{path.name} is not a readable checkpoint ({type(err).__name__})"
+    if ref is not None:
+        state, why = fits_reference(path, ref)
+        if why:
+            return None, why
+    else:
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # noqa: BLE001  (whatever the file holds)
+            return None, f"{path.name} is not a readable checkpoint ({type(err).__name__})"
     try:
         return state, question.problem(state)
     except Exception as err:  # noqa: BLE001  (a checkpoint made to break the check)

@@ -3,7 +3,8 @@
 Usage:
     python -m grader release [--force]          # what `make assignments` runs
     python -m grader grade SUBMISSION.ipynb     # what `make grade` runs
-    python -m grader grade FOLDER/              # a class: FOLDER/grades.csv
+    python -m grader grade FOLDER/              # a class: FOLDER/grades.csv, FOLDER/similar_pairs.csv
+    python -m grader grade FOLDER/ --assignment a3_bpe   # the class's assignment, named
 
 The modules of the package and how a submission is graded: ``grader/__init__.py``.
 """
@@ -39,6 +40,9 @@ def main(argv=None) -> int:
     gr.add_argument("--time-limit", type=float, default=None,
                     help=f"seconds per submission (default for a folder: {DEFAULT_TIME_LIMIT})")
     gr.add_argument("--workers", type=int, default=None, help="submissions graded at once (a folder)")
+    gr.add_argument("--assignment", default=None,
+                    help="the assignment expected (default for a folder: the one most notebooks are); "
+                         "a notebook of another is that row's error")
     gr.add_argument("--json", type=Path, help="also write the points as JSON here (one notebook)")
     gr.add_argument("--executed", type=Path, help="also write the executed notebook here (one notebook)")
     gr.add_argument("--no-sandbox", action="store_true",
@@ -62,14 +66,14 @@ def main(argv=None) -> int:
         if Path(args.submission).is_dir():
             start = time.perf_counter()
             path, rows = grade_folder(args.submission, args.workers, args.time_limit or DEFAULT_TIME_LIMIT,
-                                      args.timeout, sandbox=not args.no_sandbox)
+                                      args.timeout, sandbox=not args.no_sandbox, assignment=args.assignment)
             print(grades_csv(rows), end="")
             print(f"graded {len(rows)} submission(s) in {time.perf_counter() - start:.0f} s: {shown(path)}, "
                   f"feedback in {shown(path.parent / FEEDBACK)}/")
             return 0
         result = grade(args.submission, timeout=args.timeout, checkpoint=args.checkpoint,
                        time_limit=args.time_limit, sandbox=not args.no_sandbox,
-                       hide=[Path(args.submission).resolve().parent])
+                       hide=[Path(args.submission).resolve().parent], assignment=args.assignment)
         print(f"grading {args.submission}")
         print(result.report())
         if args.json:

@@ -14,12 +14,13 @@ import nbformat
 from typing import TYPE_CHECKING
 
 from course_utils.files import write_atomic
-from grader.cells import HIDDEN_TESTS, SOURCE, is_test_cell, points
+from grader.cells import HIDDEN_TESTS, SOURCE, is_test_cell, parse_python, points
 
 if TYPE_CHECKING:  # for the reader: a Result is what grader.run.grade returns
     from grader.run import Result
 
 GRADES_CSV = "grades.csv"
+PAIRS_CSV = "similar_pairs.csv"  # pairs of submissions for the lecturer to compare (copying)
 FEEDBACK = "feedback"
 
 
@@ -33,6 +34,8 @@ class Row:
     max_total: float = 0.0
     flags: list[str] = field(default_factory=list)
     error: str = ""
+    review: list[str] = field(default_factory=list)   # what the reading of the answers found, for a person
+    answers: str = ""                                 # the answer cells' code, as the grader read it
 
 
 def grades_csv(rows: list[Row]) -> str:
@@ -46,14 +49,68 @@ def grades_csv(rows: list[Row]) -> str:
     header = [gid if len(names) == 1 else f"{name}:{gid}" for name, gid in questions]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["student", "assignment", *header, "total", "max", "flags", "error"])
+    writer.writerow(["student", "assignment", *header, "total", "max", "flags", "error", "review"])
     for r in sorted(rows, key=lambda r: r.student):
         cells = [f"{r.scores[gid]:g}" if r.assignment == name and gid in r.scores else ""
                  for name, gid in questions]
         graded = bool(r.assignment)
         writer.writerow([spreadsheet_safe(r.student), r.assignment, *cells, f"{r.total:g}" if graded else "",
                          f"{r.max_total:g}" if graded else "", spreadsheet_safe("; ".join(r.flags)),
-                         spreadsheet_safe(r.error)])
+                         spreadsheet_safe(r.error), spreadsheet_safe("; ".join(r.review))])
+    return out.getvalue()
+
+
+#: answer code this alike (``difflib`` ratio of the normalised code, comments and layout gone)
+#: is listed for review; two students who solved the same assignment independently rarely pass 0.9
+SIMILAR_CODE = 0.9
+MIN_CODE_CHARS = 400  # shorter answers (stubs, one-liners) say nothing about copying
+
+
+def normalised_code(sources: list[str]) -> str:
+    """The answer cells' code without comments, docstrings or layout (``ast.unparse``); the
+    text as it is where it does not parse (or is nested too deeply to be written back)."""
+    import ast
+    out = []
+    for text in sources:
+        try:
+            tree = parse_python(text)
+            for node in ast.walk(tree):
+                body = getattr(node, "body", None)
+                if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                        and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                    body[0] = ast.Pass()
+            out.append(ast.unparse(tree))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            out.append(text)
+    return "\n".join(out)
+
+
+def similar_pairs(feedback_dir: Path, rows: list[Row]) -> list[tuple[str, str, float]]:
+    """(student, student, similarity) of every pair of graded rows of one assignment whose answer
+    code is at least ``SIMILAR_CODE`` alike, most alike first. (Trained models that agree more
+    closely than two independent trainings would be the other evidence; not compared yet.)"""
+    import difflib
+    graded = [r for r in rows if r.assignment and len(r.answers) >= MIN_CODE_CHARS]
+    # compared line by line (the normalised code has one statement per line): characters made it
+    # quadratic in the code's length per pair, minutes for a class of 30 near-identical answers
+    lines = {r.student: r.answers.splitlines() for r in graded}
+    found = []
+    for i, a in enumerate(graded):
+        for b in graded[i + 1:]:
+            if a.assignment != b.assignment:
+                continue
+            m = difflib.SequenceMatcher(None, lines[a.student], lines[b.student], autojunk=False)
+            if m.real_quick_ratio() >= SIMILAR_CODE and m.quick_ratio() >= SIMILAR_CODE and m.ratio() >= SIMILAR_CODE:
+                found.append((a.student, b.student, round(m.ratio(), 3)))
+    return sorted(found, key=lambda x: -x[2])
+
+
+def pairs_csv(pairs: list[tuple[str, str, float]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["student_a", "student_b", "answer_code_similarity"])
+    for a, b, ratio in pairs:
+        writer.writerow([spreadsheet_safe(a), spreadsheet_safe(b), f"{ratio:.3f}"])
     return out.getvalue()
 
 
@@ -77,6 +134,6 @@ def write_feedback(student: str, result: "Result", feedback_dir: Path) -> None:
     for gid, (score, most) in result.scores.items():
         why = result.errors.get(gid, "").replace("|", "\\|").replace("\n", " ")
         summary.append(f"| {gid} | {score:g} / {most:g} | {why} |")
-    summary += [""] + [f"- answer check: {line}" for line in result.findings]
+    summary += [""] + [f"- for the lecturer to review: {line}" for line in result.findings]
     feedback.cells.insert(0, nbformat.v4.new_markdown_cell("\n".join(summary)))
     write_atomic(feedback_dir / f"{student}.ipynb", (nbformat.writes(feedback) + "\n").encode("utf-8"))

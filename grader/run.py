@@ -6,6 +6,7 @@ checkpoints' findings applied: a ``Result`` of points per question.
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 import tempfile
 import time
@@ -21,17 +22,17 @@ from grader.assemble import (Assembled, answer_check_summary, assemble, identify
                              trained_model_questions)
 from grader.cells import (HIDDEN_TESTS, ROOT, SOURCE, AssignmentError, grade_id, is_answer_cell, is_test_cell,
                           nbgrader_meta, reference_checkpoints, shown, source_notebooks)
-from grader.checkpoints import (NEAR_REFERENCE_OUTPUTS, output_distance, reference_outputs, same_weights,
-                                student_checkpoint)
+from grader import student_side
+from grader.checkpoints import (NEAR_REFERENCE_OUTPUTS, fits_reference, output_distance, reference_outputs,
+                                same_weights, student_checkpoint)
 from grader.sandbox import NO_SANDBOX_FLAG, TIME_LIMIT_ERROR
 
 # grading runs on the CPU on every machine: a lecturer's GPU would otherwise be picked outside the
 # sandbox (the sandbox shows no GPU) and the grader's CPU reference models would meet it
 GRADING_ENV = {"COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu", "COURSE_NUM_THREADS": "1",
                **course_utils.KERNEL_ENV}
-MAX_CHECKPOINT_BYTES = 64 * 2**20   # a submitted checkpoint
 MAX_ANSWER_BYTES = 32 * 2**20       # what one probe sends back
-NO_CHECKPOINT = "no checkpoint: reference weights used"
+NO_CHECKPOINT = "no checkpoint handed in"
 PROBE = grader_sandbox.PROBE_KEY  # metadata key of the cells the grader adds
 WATCH = grader_sandbox.WATCH_KEY  # ... and of its first look at torch (before the first answer)
 TAMPERED_FLAG = "torch or the course package changed at run time"
@@ -97,6 +98,20 @@ def _error_line(cell) -> str:
     return ""
 
 
+def _by_file(calls: list[dict], state: dict, checkpoint: str) -> list[dict]:
+    """``calls`` with the handed-in weights (``state["model"]``, the same tensors) named by their
+    file instead of sent as numbers: the sandbox loads them from its copy of the checkpoint."""
+    model = state.get("model") if isinstance(state, dict) else None
+    out = []
+    for call in calls:
+        given = call.get("state")
+        if isinstance(given, dict) and isinstance(model, dict) and given.keys() == model.keys() \
+                and all(given[k] is model[k] for k in model):
+            call = {**call, "state": {grader_sandbox.CHECKPOINT_KEY: checkpoint}}
+        out.append(call)
+    return out
+
+
 def to_run(nb, questions: dict, work: str, code: str, skip: dict[str, str] | None = None):
     """The notebook the sandbox runs: ``nb`` with every test cell judged outside (``questions``)
     cut to its visible part and followed by a probe cell that makes the grader's calls; the
@@ -138,7 +153,8 @@ def questions_judged_outside(source_path: Path) -> dict[str, grader_verdicts.Que
 
 def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
           checkpoint: str = "auto", time_limit: float | None = None, answer_check: dict | None = None,
-          sandbox: bool = True, hide: list[Path] = (), cpu: int | None = None) -> Result:
+          sandbox: bool = True, hide: list[Path] = (), cpu: int | None = None,
+          assignment: str | None = None) -> Result:
     """Grade one submitted notebook; ``checkpoint``: 'auto' (the student's ``*.pt`` beside the
     submission if there is one; else the reference one is loaded so that the cells run, and
     the questions on the trained model score 0), 'submitted' (an error without one) or
@@ -147,7 +163,8 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
     notebook (the sandbox is killed ``Limits.grace_seconds`` later). ``sandbox``: run the
     student's code in bubblewrap (False only for trusted submissions: every result is then
     flagged). ``hide``: folders the sandbox must not see (the class's folder); ``cpu``: the
-    one CPU the submission may use (a folder's grader gives each worker its own)."""
+    one CPU the submission may use (a folder's grader gives each worker its own); ``assignment``:
+    the one expected (another is an ``AssignmentError``)."""
     from nbgrader.utils import determine_grade
     if checkpoint not in ("auto", "submitted", "reference"):
         raise AssignmentError(f"checkpoint must be 'auto', 'submitted' or 'reference', got {checkpoint!r}")
@@ -157,67 +174,82 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
     submission = read_submission(submission_path)
     sources = source_notebooks(source_dir)
     name = identify(submission, sources)
+    if assignment is not None and name != assignment:
+        raise AssignmentError(f"this notebook is the assignment {name}, not {assignment} (the class's)")
     source = nbformat.read(sources[name], as_version=4)
     assembled = assemble(submission, source)
-    found = answer_check or answer_check_summary(assembled.nb, source)
     questions = questions_judged_outside(sources[name])
+    # the course names that answer a question: tripwires in the sandbox, findings in the text
+    compared = student_side.compared_names(questions, grader_verdicts.reference_code(sources[name]))
+    found = answer_check or answer_check_summary(assembled.nb, source, student_side.reference_names(source, compared))
     start = time.perf_counter()
     flags = list(found["flags"]) + ([] if sandbox else [NO_SANDBOX_FLAG])
-    without_checkpoint, copied_checkpoint, handed_in = [], [], set()
+    without_checkpoint, copied_checkpoint, handed_in, unusable = [], [], set(), {}
+    refs = {ref.name: ref for ref in reference_checkpoints(source_dir, name)}
     with tempfile.TemporaryDirectory(prefix=f"grade-{name}-") as tmp:
         work = Path(tmp) / "work"
         (work / "in").mkdir(parents=True)
         used = []
-        for ref in reference_checkpoints(source_dir, name):
+        for ref in refs.values():
             theirs = submission_path.parent / ref.name
             if checkpoint != "reference" and (theirs.exists() or theirs.is_symlink()) and theirs.resolve() != ref.resolve():
                 if theirs.is_symlink() or not theirs.is_file():
                     raise AssignmentError(f"the checkpoint {theirs.name} is a symbolic link or not a file "
                                           "(expected the file itself)")
-                if theirs.stat().st_size > MAX_CHECKPOINT_BYTES:
-                    raise AssignmentError(f"the checkpoint {theirs.name} is {theirs.stat().st_size / 2**20:.0f} MiB "
-                                          f"(expected at most {MAX_CHECKPOINT_BYTES // 2**20} MiB)")
-                shutil.copy(theirs, work / ref.name)
+                # names, shapes, dtypes and sizes against the reference state dict, before anything
+                # else reads it (a tensor of one number spread over millions is refused here)
+                state, why = fits_reference(theirs, ref)
                 used.append(f"the submitted checkpoint {theirs.name}")
+                if why:
+                    for gid in trained_model_questions(source):
+                        unusable[gid] = why
+                    continue
+                shutil.copy(theirs, work / ref.name)
                 handed_in.add(ref.name)
                 if same_weights(theirs, ref):
                     flags.append(REFERENCE_CHECKPOINT)
                     copied_checkpoint = trained_model_questions(source)
             elif checkpoint == "submitted":
                 raise AssignmentError(f"no checkpoint {ref.name} beside the submission {submission_path}")
-            else:
+            elif checkpoint == "reference":  # asked for by the lecturer, for a submission they trust
                 shutil.copy(ref, work / ref.name)
                 used.append(f"the reference checkpoint {shown(ref)}")
-                flags.append(NO_CHECKPOINT if checkpoint == "auto" else "reference weights used (as asked)")
-                if checkpoint == "auto":
-                    without_checkpoint = trained_model_questions(source)
+                flags.append("reference weights used (as asked)")
+            else:  # the reference weights never enter a student's sandbox
+                used.append("no checkpoint")
+                flags.append(NO_CHECKPOINT)
+                without_checkpoint = trained_model_questions(source)
         skip = {gid: "this question scores 0 (see the table above)" for gid in
-                [*found["zeroed"], *copied_checkpoint, *without_checkpoint]}
-        cases, trained, unusable = {}, {}, {}
+                [*found["zeroed"], *copied_checkpoint, *without_checkpoint, *unusable]}
+        cases, trained = {}, {}
         for gid, question in questions.items():
             if gid in skip:
                 continue
             if isinstance(question, grader_verdicts.TrainedModelQuestion):
-                trained[gid], why = student_checkpoint(work / question.checkpoint, question)
+                ref = refs.get(question.checkpoint)
+                trained[gid], why = student_checkpoint(work / question.checkpoint, question,
+                                                       ref if question.checkpoint in handed_in else None)
                 if why:
                     unusable[gid] = why
                     skip[gid] = why
                     continue
                 cases[gid] = question.calls(trained[gid])
+                sent = _by_file(cases[gid], trained[gid], question.checkpoint)
             else:
-                cases[gid] = question.cases()
-            (work / "in" / f"{gid}.json").write_text(grader_verdicts.inputs(cases[gid]))
+                cases[gid] = sent = question.cases()
+            (work / "in" / f"{gid}.json").write_text(grader_verdicts.inputs(sent))
+        (work / "in" / grader_sandbox.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(source)))
         inside = grader_sandbox.IN_SANDBOX_WORK if sandbox else str(work)
         code = grader_sandbox.IN_SANDBOX_CODE if sandbox else grader_sandbox.code_folder(work)
         runnable = to_run(assembled.nb, questions, inside, code, skip)
-        executed, timed_out, problem = grader_sandbox.run_notebook(
+        replace = {}
+        if sandbox:
+            replace[str(ROOT / student_side.PACKAGE)] = student_side.student_package(name, source, compared)
+        executed, timed_out, problem, answers = grader_sandbox.run_notebook(
             runnable, work, ROOT, time_limit, timeout, sandbox=sandbox, env=GRADING_ENV,
-            hide=[Path(tmp), Path(source_dir), *hide], cpu=cpu)
-        answers = {}  # what each probe wrote, taken by the runner as soon as its cell had run
-        for gid in questions:
-            path = work / grader_sandbox.PROBES / f"{gid}.json"
-            if path.is_file() and not path.is_symlink() and path.stat().st_size < MAX_ANSWER_BYTES:
-                answers[gid] = path.read_text(errors="replace")
+            hide=[Path(source_dir), *hide], cpu=cpu, replace=replace,
+            absent=student_side.absent_packages(source))
+        answers = {gid: text for gid, text in answers.items() if gid in questions and len(text) < MAX_ANSWER_BYTES}
     seconds = time.perf_counter() - start
     if timed_out:
         flags.append("timed out")

@@ -6,27 +6,32 @@ question a *probe*: calls of the student's functions on the grader's inputs) int
 work folder, and starts this file as a script inside ``bwrap``:
 
 - an unprivileged user of its own (a uid per sandbox when the grader runs as root, so that
-  the process limit of one submission never touches another), a read-only view of the
+  the process limit of one submission never touches another) that can make no user namespace
+  (a seccomp filter, ``userns_filter``), a read-only view of the
   system and of what the course needs (the interpreter, its packages, ``course_utils/``,
   ``data/``) and nothing else: not the repository (solutions, hidden tests, reference
   checkpoints), not the folder of submissions, not the grader's files; a private ``/tmp``
   whose only shared part is the work folder; its own PID namespace (the grader's processes
-  cannot be seen, so cannot be signalled) and no network;
+  cannot be seen, so cannot be signalled) and no network; its work folder in its own
+  size-limited tmpfs;
 - limits (``prlimit``): address space per process, number of processes, size of any file
-  written; the runner caps the output it keeps per notebook; the grader kills the sandbox
-  at the time limit, and every process in it dies with it (PID namespace).
+  written, CPU time; as root a cgroup per sandbox (``Cgroup``: one CPU's share, the memory of
+  the whole sandbox, its processes, the CPU time the time limit counts); the runner caps the
+  output it keeps per notebook; the grader kills the sandbox at the time limit, and every
+  process in it dies with it (PID namespace).
 
-What comes back is plain data: the executed notebook (JSON, read with a size cap) and one
-JSON file per probe (``encode``/``decode``: numbers, strings, lists, tuples, dicts and
-tensors as lists of numbers; never pickle). The grader judges it in its own process
+What comes back is plain data, through a pipe that only the runner holds: the executed
+notebook and the probes' answers (JSON, read with a size cap; one answer per probe (``encode``/``decode``: numbers, strings, lists, tuples, dicts and
+tensors as lists of numbers; never pickle)). Whether the sandbox started is bwrap's own word
+(``--json-status-fd``), never a file the sandbox writes. The grader judges it in its own process
 (``grader.verdicts``).
 
 A probe's answer is taken out of the student's reach as soon as its cell has run: the runner
 (not the kernel) removes ``out/<question>.json`` before the probe cell, reads and removes it
 right after, and keeps it in its own memory (the runner makes itself non-dumpable, so the
 kernel, the same user, can neither trace it nor open its files through ``/proc``). At the end
-it kills every other process of the sandbox and only then writes the answers (``probes/``),
-the executed notebook and ``executed.done``: a later cell, a thread or a detached process
+it kills every other process of the sandbox and only then sends the answers and the executed
+notebook down its pipe: a later cell, a thread or a detached process
 cannot change an earlier probe's answer (found by the a6 red team: the last answer cell
 recomputed every earlier probe's answers and overwrote their files).
 
@@ -36,11 +41,11 @@ answer cell takes a first look (``watch``: the attributes of every loaded module
 modes and global hooks), and every probe compares before and after its calls (``changed``); a
 probe that finds them changed sends back what changed instead of answers, and its question
 scores 0. It catches, when they run, the writes into torch that a reading of the answer cells
-(``grader.answer_checks``) cannot follow; turning this check off needs the grader's module or
-the builtins, which that reading flags.
+cannot follow. It guards the probe's own checks (arguments changed in place, gradients);
+the verdicts themselves are computed outside the sandbox, from plain data.
 
-Leaves out: Docker (bubblewrap is the one sandbox here), cgroup limits on the total memory
-of a sandbox (the address-space limit is per process).
+Leaves out: Docker (bubblewrap is the one sandbox here); without root, cgroup limits (the
+per-process limits hold, and the time limit counts the sandbox's CPU time read from ``/proc``).
 """
 
 from __future__ import annotations
@@ -64,12 +69,14 @@ INSTALL_HINT = ("bubblewrap (the `bwrap` command) is not installed: it is what k
                 "(Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`), or, for "
                 "submissions you trust only, grade with --no-sandbox (every row is then flagged)")
 NO_SANDBOX_FLAG = "not sandboxed (--no-sandbox)"
-IN_SANDBOX_WORK = "/tmp/work"      # the work folder, as the sandbox sees it
+IN_SANDBOX_WORK = "/tmp/work"      # the work folder, as the sandbox sees it (in its private tmpfs)
+IN_SANDBOX_INPUT = "/tmp/input"    # what the grader prepared, read-only, copied into the work folder
 IN_SANDBOX_CODE = "/tmp/grader"    # the folder of this file, as the sandbox sees it
 TIME_LIMIT_ERROR = "TimeLimit"
 INTERRUPTED = "interrupted: the time limit was reached while this cell ran"  # its message, mid-cell
+FORBIDDEN_FILE = "forbidden.json"  # in the inputs: the torch functions and operators refused in calls
+CHECKPOINT_KEY = "$checkpoint"     # a call's "state" given as {CHECKPOINT_KEY: file}: loaded in the sandbox
 PROBE_KEY = "grader_probe"         # metadata key of a probe cell (its value: the question's grade_id)
-PROBES = "probes"                  # the folder of the probes' answers, written by the runner at the end
 
 
 #: the name the kernels import this module by (``watch_source``, ``probe_source``): in the sandbox
@@ -97,8 +104,11 @@ class Limits:
     processes: int = 128              # processes and threads of the sandbox's own user
     file_bytes: int = 64 * 2**20      # any one file written
     output_bytes: int = 2 * 2**20     # text and data the executed notebook keeps
-    tmp_bytes: int = 256 * 2**20      # the private /tmp (a tmpfs)
+    tmp_bytes: int = 512 * 2**20      # the private /tmp (a tmpfs: the work folder is in it)
     grace_seconds: float = 30.0       # after the time limit, before the whole sandbox is killed
+    cpu_seconds: float = 3600         # CPU time of any one process (RLIMIT_CPU)
+    sandbox_memory_bytes: int = 6 * 2**30  # the whole sandbox, its tmpfs included (with a cgroup)
+    wall_factor: float = 4.0          # wall time allowed per second of CPU time (with a cgroup)
 
 
 # --------------------------------------------------------------------------------------
@@ -487,11 +497,23 @@ def probe(namespace: dict, question: str, work: str = IN_SANDBOX_WORK) -> None:
     to ``work/out/<question>.json``; if torch or the course package is not as ``watch()``
     found it, before the calls or after them, write ``{TAMPERED: what changed}`` instead."""
     calls = decode(json.loads(Path(work, "in", f"{question}.json").read_text()))
+    refused = Path(work, "in", FORBIDDEN_FILE)
+    refused = json.loads(refused.read_text()) if refused.is_file() else None
+    loaded = {}
+    for call in calls:
+        given = call.get("state")
+        if isinstance(given, dict) and set(given) == {CHECKPOINT_KEY}:
+            name = Path(str(given[CHECKPOINT_KEY])).name
+            if name not in loaded:  # the handed-in weights, checked by the grader before the run
+                import torch
+                loaded[name] = torch.load(Path(IN_SANDBOX_INPUT if Path(IN_SANDBOX_INPUT, name).is_file() else work, name),
+                                          map_location="cpu", weights_only=True)["model"]
+            call["state"] = loaded[name]
     results = []
     found = changed()  # torch or the course changed before the calls: what they return is not judged
     for call in calls if not found else ():
         try:
-            results.append({"value": encode(run_call(namespace, call))})
+            results.append({"value": encode(run_call(namespace, call, refused))})
         except TorchChanged as err:  # ... or during one
             found = err.args[0]
             break
@@ -516,7 +538,80 @@ class ArgumentChanged(Exception):
 NO_GRADIENT = "$no_gradient"
 
 
-def run_call(namespace: dict, call: dict):
+class ForbiddenOperation(Exception):
+    """A torch function or operator that the assignment lists as a reference answer ran."""
+
+
+def _refusing(forbidden: dict | None):
+    """A context in which the torch functions (by name: every path to the same function ends in
+    the same ``__torch_function__`` call) and the aten operators (by name: a module's fast path
+    reaches them without a Python call) of ``forbidden`` raise ``ForbiddenOperation``; after it,
+    a mode stack that is not as it left it (a mode popped or pushed in a call) raises
+    ``TorchChanged``. No-op without torch or without anything forbidden."""
+    import contextlib
+    torch = sys.modules.get("torch")
+    if torch is None or not forbidden or not (forbidden.get("functions") or forbidden.get("operators")):
+        return contextlib.nullcontext()
+    from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
+    from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
+    functions, operators = frozenset(forbidden.get("functions", ())), frozenset(forbidden.get("operators", ()))
+    course = _course_code()
+    # frames between a caller and the mode: torch's Python dispatch of a function to the modes, and
+    # a module's call (a course layer calls its attention as a module)
+    passing = {id(torch.overrides.handle_torch_function.__code__), id(torch.nn.Module._call_impl.__code__),
+               *([id(torch.nn.Module._wrapped_call_impl.__code__)] if hasattr(torch.nn.Module, "_wrapped_call_impl") else [])}
+    handed = [0]  # > 0 while a listed function called by the course's own code runs (its operators too)
+
+    def by_the_course() -> bool:
+        """Whether the listed function was called by the course package's own code (a layer the
+        assignment hands out uses torch's fused attention: ``course_utils.attention.fused_attention``),
+        told by the identity of the calling frame's code (recorded by ``watch`` before any answer ran)."""
+        frame = sys._getframe(2)
+        while frame is not None and id(frame.f_code) in passing:
+            frame = frame.f_back
+        return frame is not None and id(frame.f_code) in course
+
+    class Functions(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if getattr(func, "__name__", None) in functions:
+                if not by_the_course():
+                    raise ForbiddenOperation(f"torch's {func.__name__} is a reference answer of this assignment "
+                                             "(write it yourself)")
+                handed[0] += 1
+                try:
+                    return func(*args, **(kwargs or {}))
+                finally:
+                    handed[0] -= 1
+            return func(*args, **(kwargs or {}))
+
+    class Operators(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func._schema.name.split("::")[-1] in operators and not handed[0]:
+                raise ForbiddenOperation(f"torch's operator {func._schema.name} does this assignment's work "
+                                         "(write it yourself)")
+            return func(*args, **(kwargs or {}))
+
+    @contextlib.contextmanager
+    def refusing():
+        f, d = Functions(), Operators()
+        depth_f, depth_d = len(_get_current_function_mode_stack()), len(_get_current_dispatch_mode_stack())
+        with f, d:
+            yield
+            if _get_current_function_mode_stack()[depth_f:] != [f] or _get_current_dispatch_mode_stack()[depth_d:] != [d]:
+                raise TorchChanged(["torch's mode stack was changed during a call"])
+    return refusing()
+
+
+def _course_code() -> set[int]:
+    """The ids of the code of every function and method of the course package that the first
+    look found (``watch``: before any answer cell ran; the objects are kept alive there)."""
+    if _first_look is None:
+        return set()
+    return {id(obj.__code__) for name, kind, obj in _first_look["owners"].values()
+            if kind == "function" and name.split(".")[0] == "course_utils"}
+
+
+def run_call(namespace: dict, call: dict, forbidden: dict | None = None):
     """One call: ``fn(*args, **kwargs)``; with ``init`` the object ``fn(*init)`` is made
     first, given the weights ``state`` (a state dict) and put in eval mode, and then
     ``method`` (default: the object itself) is called; ``steps``: several methods in turn
@@ -540,7 +635,7 @@ def run_call(namespace: dict, call: dict):
 
     def resolve(arg):  # an argument the call builds: an object, or a record of fields
         if isinstance(arg, dict) and len(arg) == 1 and "$make" in arg:
-            return run_call(namespace, {**arg["$make"], "object": True})
+            return run_call(namespace, {**arg["$make"], "object": True}, forbidden)
         if isinstance(arg, dict) and len(arg) == 1 and "$fields" in arg:
             return types.SimpleNamespace(**arg["$fields"])
         if isinstance(arg, dict) and len(arg) == 1 and "$batch" in arg:  # the course's own Batch
@@ -566,7 +661,7 @@ def run_call(namespace: dict, call: dict):
             seed = call.get("seed")
             if seed is not None:
                 sys.modules["torch"].manual_seed(seed)
-            obj = _unchanging(target, name)(*call["init"], **call.get("init_kwargs", {}))
+            obj = _unchanging(target, name, (), forbidden)(*call["init"], **call.get("init_kwargs", {}))
             if call.get("state") is not None:
                 obj.load_state_dict(call["state"])
             if hasattr(obj, "eval"):
@@ -576,7 +671,8 @@ def run_call(namespace: dict, call: dict):
                 for step in call["steps"]:
                     fn = getattr(obj, step["method"]) if step.get("method") else obj
                     args = [prev if a == "$prev" else a for a in step.get("args", [])]
-                    prev = _unchanging(fn, _called(name, step.get("method")))(*args, **step.get("kwargs", {}))
+                    prev = _unchanging(fn, _called(name, step.get("method")), (), forbidden)(
+                        *args, **step.get("kwargs", {}))
                     results.append(prev)
                 return results
             if call.get("object"):
@@ -584,7 +680,7 @@ def run_call(namespace: dict, call: dict):
             target = getattr(obj, call["method"]) if call.get("method") else obj
             name = _called(name, call.get("method"))
         args, kwargs = call.get("args", []), call.get("kwargs", {})
-        checked = _unchanging(target, name, tuple(call.get("may_change", ())))
+        checked = _unchanging(target, name, tuple(call.get("may_change", ())), forbidden)
         if call.get("grad"):
             return _with_gradients(checked, args, kwargs)
         return checked(*args, **kwargs)
@@ -702,12 +798,13 @@ def _parameter_names(fn) -> list[str]:
 _COPIES = {"tensor": "{}.clone()", "list": "list({})", "dict": "dict({})", "set": "set({})"}
 
 
-def _unchanging(fn, name: str, may_change=()):
+def _unchanging(fn, name: str, may_change=(), forbidden: dict | None = None):
     """``fn``, raising ``ArgumentChanged`` when a call changes one of its arguments in place
     (not an object it was given, such as a model: only data, and the containers holding it)."""
     def checked(*args, **kwargs):
         before = [_snapshot(a) for a in args], {k: _snapshot(v) for k, v in kwargs.items()}
-        out = fn(*args, **kwargs)
+        with _refusing(forbidden):
+            out = fn(*args, **kwargs)
         named = _parameter_names(fn)
         given = [(i + 1, named[i] if i < len(named) else None, a, s) for i, (a, s) in enumerate(zip(args, before[0]))]
         given += [(k, k, kwargs[k], s) for k, s in before[1].items()]
@@ -792,24 +889,69 @@ def probe_source(question: str, work: str, code: str) -> str:
 # The runner: executes the notebook (inside the sandbox)
 # --------------------------------------------------------------------------------------
 
+def sandbox_cpu_seconds() -> float:
+    """CPU time used so far by every process of this PID namespace (the sandbox), the ones that
+    ended included (their time is their parent's ``cutime``/``cstime`` once reaped, bwrap's
+    init reaping the orphans): what the time limit counts, so that a busy machine slows a
+    submission without failing it. Read from ``/proc``, which the sandbox's processes cannot forge."""
+    ticks, total = os.sysconf("SC_CLK_TCK"), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+            except (OSError, IndexError, ValueError):
+                pass
+    return total / ticks
+
+
+def _interrupt_the_rest() -> None:
+    """SIGINT to every process of the sandbox but this one and its init (the kernel's cell stops)."""
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in (1, me):
+            try:
+                os.kill(int(entry), signal.SIGINT)
+            except OSError:
+                pass
+
+
 def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = None,
-            output_bytes: int | None = None, env: dict | None = None, probes: dict | None = None) -> bool:
+            output_bytes: int | None = None, env: dict | None = None, probes: dict | None = None,
+            cpu_time: bool = False, wall_factor: float = 4.0) -> bool:
     """Run ``nb`` in place in ``workdir`` with the course kernel; errors are kept in the
     outputs (every cell runs). ``timeout``: seconds per cell; ``time_limit``: seconds for
     the whole notebook, after which the running cell is interrupted and the remaining cells
     are not run (their output says so); ``output_bytes``: the output kept in all (what is
     printed beyond it is dropped, with a note); ``probes``: filled with question -> the text
-    its probe cell wrote, read and removed as soon as that cell has run. Returns whether the
-    time limit was reached."""
+    its probe cell wrote, read and removed as soon as that cell has run. ``cpu_time``: the
+    time limit counts the sandbox's CPU time (``sandbox_cpu_seconds``; a watchdog interrupts
+    the running cell when it is spent), with the wall clock allowed ``wall_factor`` times
+    more; otherwise it counts wall time. Returns whether the time limit was reached."""
     import nbformat
     from nbclient import NotebookClient
 
-    deadline = time.monotonic() + time_limit if time_limit else None
-    stopped, kept = [], [0]
+    start = time.monotonic()
+    deadline = start + time_limit * (wall_factor if cpu_time else 1) if time_limit else None
+
+    def over() -> bool:
+        if deadline is None:
+            return False
+        return time.monotonic() >= deadline or (cpu_time and sandbox_cpu_seconds() >= time_limit)
+
+    stopped, kept, finished = [], [0], threading.Event()
+    if cpu_time and time_limit:
+        def watchdog():
+            while not finished.wait(0.5):
+                if sandbox_cpu_seconds() >= time_limit:
+                    _interrupt_the_rest()
+                    finished.wait(5)  # a cell that ignores the interrupt meets the per-cell timeout
+        threading.Thread(target=watchdog, daemon=True).start()
 
     class Client(NotebookClient):
         async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
-            if deadline is not None and cell.cell_type == "code" and time.monotonic() >= deadline:
+            if deadline is not None and cell.cell_type == "code" and over():
                 stopped.append(cell_index)
                 cell.outputs = [nbformat.v4.new_output(
                     "error", ename=TIME_LIMIT_ERROR, traceback=[],
@@ -831,7 +973,7 @@ def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = No
             # error output (nbclient's timeout error goes into the reply, not the outputs): past
             # the deadline it is the limit (else, in the last cell, it read as the student's
             # error, and the submission as not timed out)
-            if deadline is not None and time.monotonic() >= deadline and cell.get("cell_type") == "code":
+            if deadline is not None and over() and cell.get("cell_type") == "code":
                 for i, out in enumerate(cell.get("outputs", [])):
                     if out.get("output_type") == "error" and out.get("ename") == "KeyboardInterrupt":
                         stopped.append(cell_index)
@@ -862,7 +1004,10 @@ def execute(nb, workdir: Path, timeout: int = 900, time_limit: float | None = No
                     allow_errors=True, interrupt_on_timeout=True, shutdown_kernel="immediate",
                     error_on_timeout={"ename": TIME_LIMIT_ERROR, "evalue": INTERRUPTED, "traceback": []},
                     resources={"metadata": {"path": str(workdir)}})
-    client.execute(env={**os.environ, **(env or {})})
+    try:
+        client.execute(env={**os.environ, **(env or {})})
+    finally:
+        finished.set()
     interrupted = any(o.get("output_type") == "error" and o.get("ename") == TIME_LIMIT_ERROR
                       for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     return bool(stopped) or interrupted
@@ -907,43 +1052,102 @@ def _kill_the_rest() -> None:
     time.sleep(0.2)
 
 
-def _write_replacing(path: Path, text: str) -> None:
-    """Write ``path`` anew (whatever stood there, a link or a folder, goes first)."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)
-    path.write_text(text)
-
-
 def runner_main(argv: list[str]) -> int:
-    """``sandbox.py run NOTEBOOK OUT.json TIME_LIMIT TIMEOUT OUTPUT_BYTES [SANDBOXED]``:
-    execute the notebook in its folder; write the probes' answers (``probes/<question>.json``),
-    the executed notebook and whether time ran out. ``SANDBOXED`` = 1: this runs in the
-    sandbox, where the runner is untraceable and, before it writes anything, kills every other
-    process (never outside it: that would be every process of the user)."""
+    """``sandbox.py run INPUT WORK TIME_LIMIT TIMEOUT OUTPUT_BYTES SANDBOXED RESULT_FD``: copy
+    the folder ``INPUT`` (read-only) into ``WORK`` (the sandbox's private, size-limited tmpfs),
+    execute ``WORK/run.ipynb`` there and send the result (the executed notebook, the probes'
+    answers, whether time ran out) as one JSON document down the pipe ``RESULT_FD``: the one
+    channel out of the sandbox, open in this process only (not inherited by the kernel, and this
+    process is untraceable). ``SANDBOXED`` = 1: this runs in the sandbox, where the runner is
+    untraceable and, before it sends anything, kills every other process (never outside it:
+    that would be every process of the user)."""
     import nbformat
-    notebook, out, time_limit, timeout, output_bytes, *rest = argv
-    sandboxed = rest[:1] == ["1"]
+    source, workdir, time_limit, timeout, output_bytes, sandboxed, fd = argv
+    sandboxed = sandboxed == "1"
+    result = os.fdopen(int(fd), "wb")
+    os.set_inheritable(int(fd), False)  # the kernel and its children never hold it
     if sandboxed:
         _untraceable()
-    Path(out).with_suffix(".started").write_text("")
+    workdir = Path(workdir)
+    if Path(source).resolve() != workdir.resolve():
+        shutil.copytree(source, workdir, dirs_exist_ok=True)
+    notebook = workdir / "run.ipynb"
     nb = nbformat.read(notebook, as_version=4)
     probes: dict[str, str] = {}
-    timed_out = execute(nb, Path(notebook).parent, int(timeout), float(time_limit) or None, int(output_bytes),
-                        probes=probes)
+    timed_out = execute(nb, workdir, int(timeout), float(time_limit) or None, int(output_bytes), probes=probes,
+                        cpu_time=sandboxed)
     if sandboxed:
         _kill_the_rest()
-    folder = Path(notebook).parent / PROBES
-    if folder.is_symlink() or folder.is_file():
-        folder.unlink()
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(exist_ok=True)
-    for question, text in probes.items():
-        _write_replacing(folder / f"{question}.json", text)
-    _write_replacing(Path(out), nbformat.writes(nb))
-    _write_replacing(Path(out).with_suffix(".done"), json.dumps({"timed_out": timed_out}))
+    result.write(json.dumps({"timed_out": timed_out, "probes": probes,
+                             "executed": nbformat.writes(nb)}).encode("utf-8"))
+    result.close()
     return 0
+
+
+# --------------------------------------------------------------------------------------
+# No user namespace inside the sandbox (a seccomp filter, for bwrap's --seccomp)
+# --------------------------------------------------------------------------------------
+
+CLONE_NEWUSER = 0x10000000
+#: audit arch -> (unshare, clone, clone3, setns) system call numbers
+_SYSCALLS = {0xC000003E: (272, 56, 435, 308),   # x86_64
+             0x40000003: (310, 120, 435, 346),  # i386 (int 0x80 on x86_64)
+             0xC00000B7: (97, 220, 435, 268)}   # aarch64
+
+
+def userns_filter() -> bytes:
+    """A classic BPF seccomp program (``struct sock_filter`` array) that refuses, with EPERM,
+    ``unshare`` and ``clone`` with ``CLONE_NEWUSER`` and every ``setns``, and ``clone3`` with
+    ENOSYS (its flags are in memory a filter cannot read: the C library then falls back to
+    ``clone``); x86_64's x32 system calls are refused. Everything else is allowed. As root,
+    bwrap cannot ``--disable-userns`` (that needs its own user namespace): this is what keeps a
+    submission from making one, where it would hold every capability."""
+    import struct
+    LD_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
+    ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+    code: list = []  # (op, jt label or 0, jf label or 0, k); a label is a str resolved below
+    labels: dict[str, int] = {}
+
+    def at(label):
+        labels[label] = len(code)
+
+    code.append((LD_ABS, 0, 0, 4))  # seccomp_data.arch
+    for arch in _SYSCALLS:
+        code.append((JEQ, f"arch{arch}", 0, arch))
+    code.append((RET, 0, 0, ALLOW))
+    for arch, (unshare, clone, clone3, setns) in _SYSCALLS.items():
+        at(f"arch{arch}")
+        code.append((LD_ABS, 0, 0, 0))  # seccomp_data.nr
+        if arch == 0xC000003E:
+            code.append((JGE, "eperm", 0, 0x40000000))  # the x32 ABI
+        code.append((JEQ, "flags", 0, unshare))
+        code.append((JEQ, "flags", 0, clone))
+        code.append((JEQ, "enosys", 0, clone3))
+        code.append((JEQ, "eperm", 0, setns))
+        code.append((RET, 0, 0, ALLOW))
+    at("flags")
+    code.append((LD_ABS, 0, 0, 16))  # seccomp_data.args[0], its low 32 bits (little-endian)
+    code.append((JSET, "eperm", 0, CLONE_NEWUSER))
+    code.append((RET, 0, 0, ALLOW))
+    at("eperm")
+    code.append((RET, 0, 0, EPERM))
+    at("enosys")
+    code.append((RET, 0, 0, ENOSYS))
+    out = b""
+    for i, (op, jt, jf, k) in enumerate(code):
+        jt = labels[jt] - i - 1 if isinstance(jt, str) else jt
+        jf = labels[jf] - i - 1 if isinstance(jf, str) else jf
+        assert 0 <= jt < 256 and 0 <= jf < 256
+        out += struct.pack("=HBBI", op, jt, jf, k)
+    return out
+
+
+def userns_filter_fd() -> int:
+    """A file descriptor to read ``userns_filter()`` from (bwrap's ``--seccomp FD``)."""
+    r, w = os.pipe()
+    os.write(w, userns_filter())  # 300 bytes: within a pipe's buffer
+    os.close(w)
+    return r
 
 
 # --------------------------------------------------------------------------------------
@@ -982,26 +1186,46 @@ def visible_paths(root: Path) -> list[str]:
     return paths
 
 
-def command(argv: list[str], work: Path, root: Path, limits: Limits, hide: list[Path] = (),
-            env: dict | None = None) -> tuple[list[str], int]:
-    """The bwrap command line that runs ``argv`` in the sandbox (``work`` bound at
-    ``/tmp/work``, this file at ``/tmp/grader``, environment ``env`` and nothing else) and
-    the uid it runs as; ``hide``: folders that must stay out of view even where they sit
-    inside a visible one. As root, bwrap sets up the mounts and ``setpriv`` then drops to a
-    user of the sandbox's own with no capabilities; otherwise a user namespace does it."""
+def _site_packages() -> list[Path]:
+    return [Path(os.path.realpath(x)) for x in sys.path
+            if x and os.path.isdir(x) and Path(x).name in ("site-packages", "dist-packages")]
+
+
+def command(argv: list[str], inputs: Path, root: Path, limits: Limits, hide: list[Path] = (),
+            env: dict | None = None, replace: dict | None = None, absent: list[str] = (),
+            status_fd: int | None = None, seccomp_fd: int | None = None) -> tuple[list[str], int]:
+    """The bwrap command line that runs ``argv`` in the sandbox and the uid it runs as.
+
+    The sandbox: a private tmpfs of ``limits.tmp_bytes`` at ``/tmp`` (the work folder is in it:
+    a submission that fills it fills only its own), ``inputs`` read-only at ``IN_SANDBOX_INPUT``,
+    this file at ``IN_SANDBOX_CODE``, the environment ``env`` and nothing else; ``hide``: folders
+    that stay out of view even where they sit inside a visible one; ``replace``: path in the
+    sandbox -> a folder or file of the grader's bound there instead (the course package without
+    the assignment's reference answers); ``absent``: packages (by name) whose installed folder is
+    an empty one in the sandbox (the library that implements an assignment). bwrap runs without
+    privileges in a user namespace of its own in which no further user namespace can be made
+    (``--disable-userns``); as root, ``setpriv`` first drops to a user of the sandbox's own with no
+    capabilities (the process limit of one submission never touches another). ``status_fd``:
+    bwrap's own report (``--json-status-fd``: the child started, its exit code), which nothing in
+    the sandbox can write."""
     shown = visible_paths(root)
     as_root = os.geteuid() == 0
     with _uid_lock:
         uid = next(_uids) if as_root else os.getuid()
     gid = uid if as_root else os.getgid()
     cmd = ["prlimit", f"--as={limits.memory_bytes}", f"--nproc={limits.processes}",
-           f"--fsize={limits.file_bytes}", "--core=0", "--", bwrap()]
-    if as_root:
+           f"--fsize={limits.file_bytes}", f"--cpu={int(limits.cpu_seconds)}", "--core=0", "--"]
+    cmd += [bwrap()]
+    if as_root:  # bwrap mounts as root; setpriv (below) then drops to the sandbox's own user
         cmd += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     else:
-        cmd += ["--unshare-all", "--uid", str(uid), "--gid", str(gid)]
+        cmd += ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(uid), "--gid", str(gid)]
     cmd += ["--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev",
             "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    if status_fd is not None:
+        cmd += ["--json-status-fd", str(status_fd)]
+    if seccomp_fd is not None:  # no user namespace inside (userns_filter)
+        cmd += ["--seccomp", str(seccomp_fd)]
     parents = sorted({str(a) for p in [*shown, f"{IN_SANDBOX_CODE}/x"] for a in Path(p).parents
                       if str(a) != "/" and not any(Path(a).is_relative_to(q) for q in shown)},
                      key=lambda a: a.count("/"))
@@ -1016,9 +1240,15 @@ def command(argv: list[str], work: Path, root: Path, limits: Limits, hide: list[
             for p in shown:  # the parts of a hidden folder that stay visible, bound again
                 if Path(p).is_relative_to(h) and p != str(h):
                     cmd += ["--ro-bind", p, p]
-    cmd += ["--bind", str(work), IN_SANDBOX_WORK,
+    for inside, outside in (replace or {}).items():
+        cmd += ["--ro-bind", str(outside), str(inside)]
+    for package in absent:
+        for site in _site_packages():
+            if (site / package).is_dir():
+                cmd += ["--tmpfs", str(site / package), "--remount-ro", str(site / package)]
+    cmd += ["--ro-bind", str(inputs), IN_SANDBOX_INPUT,
             "--ro-bind", str(Path(__file__).resolve()), f"{IN_SANDBOX_CODE}/{IN_KERNEL_MODULE}.py",
-            "--chdir", IN_SANDBOX_WORK, "--clearenv"]
+            "--chdir", "/tmp", "--clearenv"]  # the runner makes IN_SANDBOX_WORK, its own
     base = {"HOME": "/tmp/home", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
             "JUPYTER_RUNTIME_DIR": "/tmp/home/runtime", "IPYTHONDIR": "/tmp/home/ipython",
             "MPLCONFIGDIR": f"{IN_SANDBOX_WORK}/.cache", "MPLBACKEND": "Agg", "LANG": "C.UTF-8", "PYTHONNOUSERSITE": "1"}
@@ -1031,63 +1261,278 @@ def command(argv: list[str], work: Path, root: Path, limits: Limits, hide: list[
     return cmd + list(argv), uid
 
 
+class Cgroup:
+    """A control group of one sandbox (cgroup v2, or v1's cpu, cpuacct, memory and pids), when
+    the grader may make one (as root): at most one CPU's worth of time per second (a submission
+    that forks busy loops slows only itself), the sandbox's memory in all, its processes, and the
+    CPU time it used (the time limit counts that, not the wall clock). ``None`` paths: no
+    cgroup here; the per-process limits (``prlimit``) still hold."""
+    V2 = Path("/sys/fs/cgroup")
+    V1 = Path("/sys/fs/cgroup")
+
+    def __init__(self, name: str, limits: Limits):
+        self.paths: list[Path] = []
+        self.usage: tuple[Path, str] | None = None
+        if os.geteuid() != 0:
+            return
+        try:
+            if (self.V2 / "cgroup.controllers").is_file():
+                here = Path("/sys/fs/cgroup") / Path(open("/proc/self/cgroup").read().split("::", 1)[-1].strip()).relative_to("/")
+                parent = here.parent if (here / "cgroup.procs").exists() else here
+                group = parent / name
+                group.mkdir()
+                self.paths = [group]
+                for f, v in (("cpu.max", "100000 100000"), ("memory.max", limits.sandbox_memory_bytes),
+                             ("pids.max", limits.processes)):
+                    _write_if(group / f, v)
+                self.usage = (group / "cpu.stat", "v2")
+            elif (self.V1 / "cpuacct").is_dir():
+                for controller in ("cpu", "cpuacct", "memory", "pids"):
+                    if (self.V1 / controller).is_dir():
+                        group = self.V1 / controller / name
+                        group.mkdir()
+                        self.paths.append(group)
+                        if controller == "cpu":
+                            _write_if(group / "cpu.cfs_period_us", 100000)
+                            _write_if(group / "cpu.cfs_quota_us", 100000)
+                        elif controller == "memory":
+                            _write_if(group / "memory.limit_in_bytes", limits.sandbox_memory_bytes)
+                        elif controller == "pids":
+                            _write_if(group / "pids.max", limits.processes)
+                        elif controller == "cpuacct":
+                            self.usage = (group / "cpuacct.usage", "v1")
+        except OSError:
+            self.close()
+            self.paths, self.usage = [], None
+
+    def enter_command(self) -> list[str]:
+        """A shell prefix that puts itself (and so everything it starts) into the group."""
+        if not self.paths:
+            return []
+        writes = " && ".join(f"echo $$ > {p / 'cgroup.procs'}" for p in self.paths)
+        return ["/bin/sh", "-c", f"{writes} && exec \"$@\"", "sh"]
+
+    def cpu_seconds(self) -> float | None:
+        if self.usage is None:
+            return None
+        try:
+            path, kind = self.usage
+            text = path.read_text()
+            if kind == "v1":
+                return int(text) / 1e9
+            return int(text.split("usage_usec", 1)[1].split()[0]) / 1e6
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def kill(self) -> None:
+        for path in self.paths:
+            try:
+                for pid in (path / "cgroup.procs").read_text().split():
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except (ProcessLookupError, ValueError):
+                        pass
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        for path in self.paths:
+            for _ in range(50):
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    self.kill()
+                    time.sleep(0.1)
+
+
+def _write_if(path: Path, value) -> None:
+    if path.exists():
+        path.write_text(str(value))
+
+
+MAX_RESULT_BYTES = 256 * 2**20  # what the runner may send back in all
+
+
 def run_notebook(nb, work: Path, root: Path, time_limit: float | None, timeout: int,
                  sandbox: bool = True, limits: Limits | None = None, env: dict | None = None,
-                 hide: list[Path] = (), cpu: int | None = None) -> tuple["object", bool, str]:
-    """Execute ``nb`` in ``work`` (a fresh folder holding what the notebook reads), in the
-    sandbox unless ``sandbox`` is False, on CPU ``cpu`` only if given (so that a submission
-    that keeps every core busy slows no other); return (executed notebook or None, timed out,
-    what went wrong). The sandbox is killed, with every process in it, ``grace_seconds``
-    after the time limit."""
+                 hide: list[Path] = (), cpu: int | None = None, replace: dict | None = None,
+                 absent: list[str] = ()) -> tuple["object", bool, str, dict]:
+    """Execute ``nb`` with the files of ``work`` (a fresh folder holding what the notebook reads:
+    it is copied into the sandbox's own tmpfs, never written by the sandbox), in the sandbox
+    unless ``sandbox`` is False; return (executed notebook or None, timed out, what went wrong,
+    question -> the text its probe sent back). ``time_limit``: seconds of CPU time of the whole
+    sandbox where a cgroup measures it (a busy machine slows a submission without failing it),
+    with wall time limited to ``limits.wall_factor`` times that; the sandbox is killed, with
+    every process in it, at either. ``SandboxError`` only when bwrap itself reported that it
+    could not start the sandbox (its status channel, which the sandbox cannot write)."""
     import nbformat
     limits = limits or Limits()
+    if time_limit:
+        limits = dataclasses.replace(limits, cpu_seconds=min(limits.cpu_seconds, time_limit + limits.grace_seconds))
     work = Path(work)
-    (work / "out").mkdir(exist_ok=True)
     nbformat.write(nb, work / "run.ipynb")
     _seed_caches(work / ".cache")
-    inside = IN_SANDBOX_WORK if sandbox else str(work)
-    argv = [sys.executable, "-I" if sandbox else "-u",
-            f"{IN_SANDBOX_CODE}/{IN_KERNEL_MODULE}.py" if sandbox else str(Path(__file__).resolve()),
-            "run", f"{inside}/run.ipynb", f"{inside}/executed.ipynb", str(time_limit or 0), str(timeout),
-            str(limits.output_bytes), "1" if sandbox else "0"]
-    if sandbox:
-        cmd, uid = command(argv, work, root, limits, hide, env)
-        if os.geteuid() == 0:
-            for p in [work, *work.rglob("*")]:
-                os.chown(p, uid, uid)
-        full_env = None
-    else:
-        cmd, full_env = argv, {**os.environ, **(env or {})}
-    if cpu is not None and shutil.which("taskset"):
-        cmd = ["taskset", "--cpu-list", str(cpu), *cmd]
-    log = work.parent / f"{work.name}.log"
-    hard = (time_limit or 3600) + limits.grace_seconds
-    with open(log, "wb") as out:
-        child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 start_new_session=True, env=full_env, cwd=str(work))
-        killed = False
-        try:
-            child.wait(timeout=hard)
-        except subprocess.TimeoutExpired:
-            killed = True
-            _kill(child)
-    tail = _tail(log)
-    done = work / "executed.done"
-    if killed:
-        return None, True, f"stopped after {hard:g} s (the sandbox and every process in it were killed)"
-    if child.returncode != 0 or not done.exists():
-        if not (work / "executed.started").exists() and "bwrap:" in tail:  # it never started
-            raise SandboxError(f"bwrap could not start the sandbox: {tail.strip().splitlines()[-1]}")
-        last = [line for line in tail.strip().splitlines() if line.strip()][-1:] or [f"exit status {child.returncode}"]
-        return None, False, f"the run ended without a result ({last[0][:200]})"
+    result_r, result_w = os.pipe()
+    status_r, status_w = os.pipe() if sandbox else (None, None)
+    seccomp = userns_filter_fd() if sandbox else None
+    group = Cgroup(f"grader-{os.getpid()}-{next(_group_ids)}", limits) if sandbox else None
     try:
-        timed_out = bool(json.loads(done.read_text()[:1000]).get("timed_out"))
-        path = work / "executed.ipynb"
-        if path.stat().st_size > limits.output_bytes * 4 + 8 * 2**20:
-            return None, timed_out, "the executed notebook came back larger than the output limit"
-        return nbformat.read(path, as_version=4), timed_out, ""
+        if sandbox:
+            argv = [sys.executable, "-I", f"{IN_SANDBOX_CODE}/{IN_KERNEL_MODULE}.py", "run", IN_SANDBOX_INPUT,
+                    IN_SANDBOX_WORK, str(time_limit or 0), str(timeout), str(limits.output_bytes), "1", str(result_w)]
+            cmd, uid = command(argv, work, root, limits, hide, env, replace, absent, status_fd=status_w,
+                               seccomp_fd=seccomp)
+            if os.geteuid() == 0:  # readable by the sandbox's user, for bwrap to bind
+                for p in [work.parent, work, *work.rglob("*")]:
+                    os.chown(p, uid, uid)
+            cmd = group.enter_command() + cmd
+            full_env = None
+        else:
+            cmd = [sys.executable, "-u", str(Path(__file__).resolve()), "run", str(work), str(work),
+                   str(time_limit or 0), str(timeout), str(limits.output_bytes), "0", str(result_w)]
+            full_env = {**os.environ, **(env or {})}
+        if cpu is not None and shutil.which("taskset"):
+            cmd = ["taskset", "--cpu-list", str(cpu), *cmd]
+        log = work.parent / f"{work.name}.log"
+        with open(log, "wb") as out:
+            child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, env=full_env, cwd=str(work),
+                                     pass_fds=[fd for fd in (result_w, status_w, seccomp) if fd is not None])
+        for fd in (result_w, status_w, seccomp):
+            if fd is not None:
+                os.close(fd)
+        result_w = status_w = seccomp = None
+        received = _Reader(result_r, MAX_RESULT_BYTES)
+        status = _Reader(status_r, 2**16) if status_r is not None else None
+        killed = _wait(child, time_limit, limits, group)
+        received.join()
+        if status is not None:
+            status.join()
+    finally:
+        for fd in (result_w, status_w, seccomp):
+            if fd is not None:
+                os.close(fd)
+        if group is not None:
+            group.kill()
+            group.close()
+    if status is not None:
+        reports = _json_lines(bytes(status.data))
+        if not any("child-pid" in r for r in reports):  # bwrap never started the sandbox
+            raise SandboxError("bwrap could not start the sandbox: "
+                               + (_tail(log).strip().splitlines() or [f"exit status {child.returncode}"])[-1][:300])
+    if killed:
+        return None, True, killed, {}
+    if received.overflow:
+        return None, False, "the run sent back more than the output limit", {}
+    try:
+        data = json.loads(bytes(received.data).decode("utf-8", "replace")) if received.data else None
+        if not isinstance(data, dict):
+            last = [line for line in _tail(log).strip().splitlines() if line.strip()][-1:] or [""]
+            return None, False, f"the run ended without a result (exit status {child.returncode}: {last[0][:200]})", {}
+        probes = data.get("probes")
+        probes = {str(k): v for k, v in probes.items() if isinstance(v, str)} if isinstance(probes, dict) else {}
+        return (nbformat.reads(data["executed"], as_version=4), bool(data.get("timed_out")), "", probes)
     except Exception as err:  # noqa: BLE001  (what comes back is the student's to break)
-        return None, False, f"the executed notebook could not be read back ({type(err).__name__})"
+        return None, False, f"the executed notebook could not be read back ({type(err).__name__})", {}
+
+
+_group_ids = itertools.count()
+
+
+class _Reader(threading.Thread):
+    """Reads a pipe to its end in the background, keeping at most ``cap`` bytes."""
+
+    def __init__(self, fd: int, cap: int):
+        super().__init__(daemon=True)
+        self.fd, self.cap, self.data, self.overflow = fd, cap, bytearray(), False
+        self.start()
+
+    def run(self):
+        try:
+            while True:
+                chunk = os.read(self.fd, 1 << 20)
+                if not chunk:
+                    break
+                if len(self.data) + len(chunk) > self.cap:
+                    self.overflow = True
+                    continue  # read on (the writer must not block), keep nothing more
+                self.data += chunk
+        finally:
+            os.close(self.fd)
+
+
+def _json_lines(data: bytes) -> list[dict]:
+    out = []
+    for part in data.decode("utf-8", "replace").replace("}{", "}\n{").splitlines():
+        try:
+            value = json.loads(part)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def _wait(child, time_limit: float | None, limits: Limits, group: "Cgroup | None") -> str:
+    """Wait for ``child``; kill it (and the sandbox) past the CPU-time limit (where a cgroup
+    counts it) or the wall-time limit; return why it was killed ('' if it was not)."""
+    cpu_limit = (time_limit or 3600) + limits.grace_seconds
+    counted = group is not None and group.cpu_seconds() is not None
+    wall_limit = cpu_limit * (limits.wall_factor if counted else 1)
+    start = time.monotonic()
+    while True:
+        try:
+            child.wait(timeout=0.25)
+            return ""
+        except subprocess.TimeoutExpired:
+            pass
+        used = group.cpu_seconds() if counted else None
+        if used is not None and used > cpu_limit:
+            why = f"stopped after {used:.0f} s of CPU time (the sandbox and every process in it were killed)"
+        elif time.monotonic() - start > wall_limit:
+            why = f"stopped after {wall_limit:g} s (the sandbox and every process in it were killed)"
+        else:
+            continue
+        _kill(child)
+        if group is not None:
+            group.kill()
+        return why
+
+
+def run_empty(argv: list[str], root: Path, timeout: float = 60) -> tuple[bool, "subprocess.CompletedProcess"]:
+    """Run ``argv`` in a sandbox with nothing of a submission in it (as a submission's run is
+    sandboxed: the same view, limits, user and seccomp filter); (whether bwrap started it, the
+    finished process with its output)."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="grader-empty-") as tmp:
+        inputs = Path(tmp) / "in"
+        inputs.mkdir()
+        status_r, status_w = os.pipe()
+        seccomp = userns_filter_fd()
+        try:
+            cmd, uid = command(list(argv), inputs, root, Limits(), status_fd=status_w, seccomp_fd=seccomp)
+            if os.geteuid() == 0:
+                for p in (Path(tmp), inputs):
+                    os.chown(p, uid, uid)
+            done = subprocess.run(cmd, capture_output=True, pass_fds=[status_w, seccomp], timeout=timeout)
+        finally:
+            os.close(status_w)
+            os.close(seccomp)
+        with os.fdopen(status_r, "rb") as f:
+            reports = _json_lines(f.read())
+        return any("child-pid" in r for r in reports), done
+
+
+def preflight(root: Path) -> None:
+    """Start one empty sandbox: ``SandboxError`` (with bwrap's own words) when this machine
+    cannot sandbox, before any submission is graded."""
+    started, done = run_empty(["/bin/true"], root)
+    if not started or done.returncode != 0:
+        text = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise SandboxError(f"bwrap could not start a sandbox: {text[-1] if text else done.returncode}")
 
 
 def _seed_caches(folder: Path) -> None:

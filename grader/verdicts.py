@@ -124,7 +124,16 @@ def load_checks(source_notebook: Path) -> dict[str, Question]:
     spec = importlib.util.spec_from_file_location(f"checks_{path.parent.name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    _reference_code[str(path.resolve())] = list(getattr(module, "REFERENCE_CODE", []))
     return dict(module.QUESTIONS)
+
+
+_reference_code: dict[str, list[str]] = {}
+
+
+def reference_code(source_notebook: Path) -> list[str]:
+    """``REFERENCE_CODE`` of the assignment's checks.py (after ``load_checks``)."""
+    return _reference_code.get(str((Path(source_notebook).parent / "checks.py").resolve()), [])
 
 
 def _sendable(call: dict) -> dict:

@@ -285,6 +285,17 @@ def _append(extra):
     return lambda code: code + "\n" + extra
 
 
+def _question_of(name, answer):
+    """The test cells of the question whose answer cell is ``answer``: those after it, up to the next answer cell."""
+    out, current = [], None
+    for cell in _source(name).cells:
+        if grader_cells.is_answer_cell(cell):
+            current = grader_cells.grade_id(cell)
+        elif grader_cells.is_test_cell(cell) and current == answer:
+            out.append(grader_cells.grade_id(cell))
+    return out
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_correct_answers_and_the_allowed_imports_raise_no_flag(name):
     assert _checked(name).findings == []
@@ -302,30 +313,29 @@ def test_correct_answers_and_the_allowed_imports_raise_no_flag(name):
     assert report.findings == [] and report.zeroed == {}
 
 
-def test_a_listed_tensor_method_is_flagged_as_a_method_call():
+def test_a_listed_tensor_method_is_flagged_as_a_method_call_and_caps_its_own_question():
     # a6 lists torch.Tensor.unfold: images.unfold(...) is that call as much as torch.Tensor.unfold(images, ...)
     report = _checked("a6_vit", patchify=_replace("x = images.reshape(b, c, h // p, p, w // p, p)",
                       "x = images.unfold(2, p, p).unfold(3, p, p).permute(0, 1, 2, 4, 3, 5)"))
     assert "torch.Tensor.unfold" in report.zeroed["test_patchify"]
-    assert sorted(report.zeroed) == sorted(grader_cells.points(_source("a6_vit")))  # and every later question
+    assert sorted(report.zeroed) == ["test_patchify"]  # the other questions are judged by what they do
+    assert report.flags == ["reference import"]
 
 
-def test_the_allowed_names_come_from_the_locked_cells():
+def test_the_references_are_the_sandboxs_tripwires_and_the_listed_libraries():
     source = _source("a2_transformer")
     rules = grader_assemble.answer_rules(source)
     assert rules.verdict("course_utils.transformer.TransformerConfig") is None      # the setup cell imports it
-    assert rules.verdict("course_utils.transformer.EncoderLayer") == "reference"    # only a test cell does
+    assert rules.verdict("course_utils.transformer.EncoderLayer") == "reference"    # a solution defines it
     assert rules.verdict("course_utils.attention.causal_mask") == "reference"
     assert rules.verdict("torch.nn.MultiheadAttention") == "reference"             # metadata of the source
     assert rules.verdict("torch.nn.modules.activation.MultiheadAttention") == "reference"  # the same object
+    assert rules.verdict("torch.nn.modules.activation") is None
     assert rules.verdict("torch.nn.Linear") is None
-    # 04's recipe is handed out (the setup cell imports it): its numbers are data, its method allowed
+    # course names no question asks for are no reference answer (issue 63: Batch as a type hint, a1's warmup_scheduler)
+    assert rules.verdict("course_utils.data.Batch") is None
+    assert rules.verdict("course_utils.schedules.warmup_scheduler") is None
     assert rules.verdict("course_utils.recipes.TRANSFORMER_FAST.max_steps") is None
-    assert rules.verdict("course_utils.recipes.TRANSFORMER_FAST.model_config") is None
-    assert rules.verdict("course_utils.recipes.GPT_FAST") == "reference"            # not handed out
-    assert rules.verdict("course_utils.recipes.TRANSFORMER_FAST.lr.hex") is None       # a number's method
-    assert rules.verdict("course_utils.attention.__file__") == "reference"            # a reference module's text
-    assert rules.verdict("course_utils.attention.__doc__") == "reference"
     setup = next(c for c in source.cells if grader_cells.grade_id(c) == "setup")
     setup.source += "\nfrom course_utils.attention import causal_mask"           # handed out: now allowed
     assert grader_assemble.answer_rules(source).verdict("course_utils.attention.causal_mask") is None
@@ -334,7 +344,16 @@ def test_the_allowed_names_come_from_the_locked_cells():
         grader_assemble.answer_rules(source)
 
 
-REFERENCE_USES = {  # answer -> edit, (what is reported, the questions that score 0)
+def test_naming_a_student_module_runs_nothing_in_the_grader():
+    # issue 63: `import certifi.__main__` in an answer was imported by the check, as root (SystemExit:
+    # no CSV); `from grader.__main__ import main` graded the class again inside the import lock
+    for code in ("import certifi.__main__ as _w", "from grader.__main__ import main as _m", "import this as _t"):
+        before = set(sys.modules)
+        report = _checked("a3_bpe", count_pairs=_append(code))
+        assert report.findings == [] and set(sys.modules) - before == set(), code
+
+
+REFERENCE_USES = {  # answer -> edit, (what is reported, the question that scores 0)
     "from import": ("attention", lambda code: "from course_utils.attention import scaled_dot_product_attention",
                     "course_utils.attention.scaled_dot_product_attention", "test_attention"),
     "from a package": ("masks", lambda code: "from course_utils import attention\n"
@@ -345,204 +364,100 @@ REFERENCE_USES = {  # answer -> edit, (what is reported, the questions that scor
                          "    return course_utils.positional.sinusoidal_encoding(max_len, d_model)",
                          "course_utils.positional.sinusoidal_encoding", "test_positional_encoding"),
     "torch's layer": ("multi_head_attention", _append("_layer = nn.MultiheadAttention"),
-                      "torch.nn.MultiheadAttention", "test_multi_head_attention"),  # bound to a name no test reaches: costs the same
-    "a module in a container": ("multi_head_attention", _append("_ms = (torch.nn.modules.activation,)\n_layer = _ms[0].MultiheadAttention"),
-                                "the module torch.nn.modules.activation as a value", "test_multi_head_attention"),
-    "a reference module's __file__": ("attention", _append("import course_utils.attention as _ca\n_text = _ca.__file__"),
-                                      "course_utils.attention.__file__", "test_attention"),
+                      "torch.nn.MultiheadAttention", "test_multi_head_attention"),
     "torch's function": ("attention", lambda code: "def scaled_dot_product_attention(q, k, v, mask=None):\n"
                          "    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None",
                          "torch.nn.functional.scaled_dot_product_attention", "test_attention"),
     "a name a test cell imported": ("transformer", _replace("DecoderLayer(d, cfg.num_heads", "ReferenceDecoderLayer(d, cfg.num_heads"),
                                     "course_utils.transformer.DecoderLayer", "test_transformer"),
-    "__import__ and getattr": ("attention", _append("scaled_dot_product_attention = getattr(__import__('course_utils.attention').attention, 'scaled_dot_product_attention')"),
-                "__import__()", "test_attention"),
+    "a subclass of the reference": ("transformer", _append("import course_utils.transformer as _tr\n"
+                                                          "class Transformer(_tr.Transformer):\n    pass"),
+                                    "course_utils.transformer.Transformer", "test_transformer"),
+    "a star import": ("masks", _append("from course_utils.attention import *"), "course_utils.attention.*", "test_masks"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(REFERENCE_USES))
-def test_each_kind_of_reference_use_scores_zero_with_the_reason(case):
+def test_each_kind_of_reference_use_caps_its_own_question_with_the_reason(case):
     answer, edit, what, question = REFERENCE_USES[case]
     report = _checked("a2_transformer", **{answer: edit})
     assert what in [f.what for f in report.findings]
-    if question is None:  # bound to a name no test reaches: reported, no points taken
-        assert report.zeroed == {} and report.flags == ["reference import"]
-        return
     assert what in report.zeroed[question] and f"answer cell '{answer}'" in report.zeroed[question]
-    # only the questions whose code reaches it, and every later one that uses that answer
-    order = list(grader_cells.points(_source("a2_transformer")))
-    assert set(report.zeroed) <= set(order[order.index(question):])
+    # the questions of the answer cells that name it (a later answer calling the imported name names it
+    # too), and no other
+    cells = {f.cell for f in report.findings}
+    assert answer in cells and sorted(report.zeroed) == sorted(q for c in cells for q in _question_of("a2_transformer", c))
+    assert report.flags == ["reference import"]
 
 
-def test_a_helper_in_another_answer_cell_is_followed():
-    report = _checked("a2_transformer",
-                      masks=_append("from course_utils import attention as _att"),
-                      multi_head_attention=_replace("scaled_dot_product_attention(", "_att.scaled_dot_product_attention("))
-    assert [f.cell for f in report.findings] == ["multi_head_attention"]
-    assert "test_masks" not in report.zeroed and "test_attention" not in report.zeroed
-    assert "course_utils.attention.scaled_dot_product_attention" in report.zeroed["test_multi_head_attention"]
-    assert {"test_encoder_layer", "test_decoder_layer", "test_transformer", "test_translation"} <= set(report.zeroed)
-    # a helper bound in one answer cell and called by the graded function of another
+def test_a_reference_caps_the_questions_of_the_cells_that_name_it_only():
+    # a helper bound in one answer cell and called by the graded function of another: both cells name it
     report = _checked("a3_bpe", count_pairs=_append("from course_utils.bpe import train_bpe as _fast"),
                       train_bpe=lambda code: "def train_bpe(word_freqs, num_merges):\n    return _fast(word_freqs, num_merges)")
-    assert "through _fast" in report.zeroed["test_train_bpe_slides"]
-    assert "test_count_pairs" in report.zeroed  # the cell that holds the import: its own question too
-
-
-@pytest.mark.parametrize("edit, what", [
-    (_append("torch.testing.assert_close = lambda *args, **kwargs: None"), "torch.testing.assert_close"),
-    (_append("setattr(torch, 'allclose', lambda *args, **kwargs: True)"), "torch.allclose"),
-    # an alias made inside a function (issue 38's red team: only top-level aliases were followed)
-    (_append("def _quiet():\n    T = torch.Tensor\n    T.clone = lambda self, *a, **k: self\n_quiet()"),
-     "torch.Tensor.clone"),
-    (_append("def _quiet():\n    t = torch.testing\n    tt = t\n    setattr(tt, 'assert_close', print)\n_quiet()"),
-     "torch.testing.assert_close"),
-    (_append("bleu = lambda hypotheses, references: 100.0"), "bleu"),
-    (_append("len = lambda x: 4"), "len"),
-    (_append("import importlib\n_m = importlib.import_module('course_' + 'utils.attention')"), "importlib"),
-    (_append("exec('from course_utils.attention import causal_mask')"), "exec()"),
-    (_append("%run my_helpers.py"), "get_ipython()"),
-    (_append("_g = train.__globals__"), ".__globals__"),
-    (_append("import sys\n_a = sys.modules['course_utils.attention']"), "sys.modules"),
-    (_append("open('helper.py', 'w').write('from course_utils.attention import *')\nimport helper"),
-     "import helper, a module that is not installed"),
-])
-def test_monkeypatching_and_hidden_code_zero_every_later_question(edit, what):
-    report = _checked("a2_transformer", masks=edit)
-    assert what in [f.what for f in report.findings]
-    order = list(grader_cells.points(_source("a2_transformer")))
-    assert sorted(report.zeroed) == sorted(order[order.index("test_masks"):])
-    assert "test_attention" not in report.zeroed
-
-
-#: writes into torch that the reading of the code does not see (issue 38's red team found about 45
-#: forms; these are the easiest for a student). The course's grader catches them when they run
-#: (grader_sandbox.changed: tests/test_grader_redteam.py's RUNTIME_WRITES hold these and 22 more);
-#: `nbgrader autograde`, which has no such check, does not (README).
-STATIC_HOLES = {
-    "tuple unpacking": "T, = (torch.Tensor,)\nT.clone = lambda self, *a, **k: self",
-    "under an if": "if True:\n    T = torch.Tensor\n    T.clone = lambda self, *a, **k: self",
-    "a loop target": "for T in (torch.testing,):\n    setattr(T, 'assert_close', print)",
-    "type() of a tensor": "type(torch.zeros(1)).clone = lambda self, *a, **k: self",
-    "through a parameter": "def _hack(T):\n    T.clone = lambda self, *a, **k: self\n_hack(torch.Tensor)",
-}
-
-
-@pytest.mark.parametrize("code", [pytest.param(c, id=k, marks=pytest.mark.xfail(strict=True, reason="not seen in the code: caught at run time instead"))
-                                  for k, c in STATIC_HOLES.items()])
-def test_a_write_into_torch_in_any_form_is_flagged(code):
-    assert [f.kind for f in _checked("a2_transformer", masks=_append(code)).findings] == ["monkeypatch"]
-
-
-def test_ordinary_code_in_an_answer_is_not_flagged():
-    report = _checked("a2_transformer", attention=_append(
-        "q = torch.randn(3)\nout = q * 2\nprint(out)\n"  # test_attention binds q and out before reading them
-        "import os\nimport numpy as np\n_here = os.path.exists('transformer.pt')\n_x = np.zeros(3)\n"
-        # local names bound to a tensor or a parameter, then written into: the student's own objects
-        "def _frozen(m):\n    w = m.weight\n    w.requires_grad = False\n    z = torch.zeros(3)\n    z[0] = 1.0\n"
-        "    return w, z\n"
-        # a name first bound to an imported class or value, then to an object of the student's own
-        # (issue 38's red team: the local-alias rule once kept the first binding)
-        "def _rebound(x, n):\n    t = torch.Tensor\n    assert isinstance(x, t)\n    t = x.clone()\n    t[0] = 0\n"
-        "    layer = torch.nn.Linear\n    layer = layer(4, 4)\n    layer.bias = None\n"
-        "    pe = math.pi\n    pe = torch.empty(n, 2)\n    pe[:, 0] = 1.0\n    return t, layer, pe\n"
-        "class _Two(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        norm = torch.nn.LayerNorm\n        self.norm = norm(4)\n"
-        "    def forward(self, norm):\n        norm[:, 0] = 0\n        return norm\n"
-        "def _outer():\n    w = torch.nn.Linear\n    def _inner(w):\n        w.weight.data[0] = 0\n"
-        "    return _inner(w(2, 2))"))
-    assert report.findings == []
-    # a private name that a hidden test uses (the student cannot see the tests) is the student's
-    report = _checked("a2_transformer", multi_head_attention=_append("def _mask(n):\n    return n"))
-    assert report.findings == []
-
-
-_PATCHIFY = "def patchify(images, patch_size):\n"
-# the red team's doors to the reference (a6_vit, F2): no course_utils import in sight, or a
-# listed method reached by its name; each is hidden code and costs every question from the first
-HIDDEN_DOORS = {  # name -> patchify answer cell
-    "pydoc.locate": "from pydoc import locate\n" + _PATCHIFY + "    return locate('course_utils.vit.patchify')(images, patch_size)",
-    "timeit runs a string": "import timeit\n_box = []\ntimeit.timeit('from course_utils.vit import patchify as p; "
-                            "box.append(p)', number=1, globals={'box': _box})\npatchify = _box[0]",
-    "torch._utils": _PATCHIFY + "    return torch._utils._import_dotted_name('course_utils.vit.patchify')(images, patch_size)",
-    "operator.methodcaller": "import operator\n" + _PATCHIFY + "    return operator.methodcaller('unfold', 2, patch_size, patch_size)(images)",
-    "torch.ops": _PATCHIFY + "    return torch.ops.aten.im2col(images, [patch_size] * 2, [1, 1], [0, 0], [patch_size] * 2).transpose(1, 2)",
-    "getattr a listed method": _PATCHIFY + "    return getattr(images, 'unfold')(2, patch_size, patch_size)",
-    "getattr a computed name": _PATCHIFY + "    return getattr(images, 'un' + 'fold')(2, patch_size, patch_size)",
-    "getattr as a value": "import functools\n" + _PATCHIFY + "    return functools.partial(getattr, images)('unfold')(2, patch_size, patch_size)",
-    "torch._C": _PATCHIFY + "    return torch._C._nn.upsample_nearest2d(images, None, [1.0, 1.0])",  # any private name
-    "a module through an allowed one": "import os\n" + _PATCHIFY + "    return os.sys.modules['course_utils.vit'].patchify(images, patch_size)",
-    "string.Formatter": "import string\n" + _PATCHIFY + "    return string.Formatter().get_field('0.unfold', [images], {})[0](2, patch_size, patch_size)",
-    "unpickling": _PATCHIFY + "    return torch.load('helper.pt', weights_only=False)(images, patch_size)",
-    # the a4 and a5 red teams
-    "torch.utils.benchmark": "_box = []\ntorch.utils.benchmark.Timer(stmt='box.append(p)', setup='from course_utils.vit "
-                             "import patchify as p', globals={'box': _box}).timeit(1)\npatchify = _box[0]",
-    "a child process": "import os\n_out = os.popen('python -c \"print(1)\"').read()\n" + _PATCHIFY + "    return images",
-    "a module through a module": "import os\n" + _PATCHIFY + "    return os.path.sys.modules['course_utils.vit'].patchify(images, patch_size)",
-    "pickle through torch.serialization": _PATCHIFY + "    return torch.serialization.pickle.loads(b'x')(images, patch_size)",
-    "weights_only in a dict": _PATCHIFY + "    return torch.load('helper.pt', **{'weights_only': False})(images, patch_size)",
-    "the environment": "import os\nos.environ.update({'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD': '1'})\n" + _PATCHIFY + "    return images",
-    # the red team of issue 37: eval reached through a builtin's module, a frame, a string annotation
-    "a builtin's __self__": "_ref = print.__self__.eval(\"__import__('course_utils.vit', fromlist=['x']).patchify\")\n"
-                            + _PATCHIFY + "    return _ref(images, patch_size)",
-    "a generator's frame": "_ref = (x for x in ()).gi_frame.f_builtins['eval'](\"__import__('course_utils.vit', "
-                           "fromlist=['x']).patchify\")\n" + _PATCHIFY + "    return _ref(images, patch_size)",
-    "a traceback's frame": "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    _b = e.__traceback__.tb_frame.f_builtins\n"
-                           + _PATCHIFY + "    return images",
-    "singledispatch evaluates a string annotation": (
-        "import functools\n@functools.singledispatch\ndef _d(x):\n    pass\n"
-        "def _h(x: \"(_ref := __import__('course_utils.vit', fromlist=['x']).patchify) and int\"):\n    pass\n"
-        "_d.register(_h)\n" + _PATCHIFY + "    return _ref(images, patch_size)"),
-    "__import__ in a string annotation": "def _h(x: 'list[__import__(\"course_utils.vit\").vit.patchify]'):\n    pass\n"
-                                         + _PATCHIFY + "    return images",
-    "strings in strings, deeper than the check reads": "def _h(x: " + repr(__import__("functools").reduce(
-        lambda inner, _: repr(inner), range(9), "int")) + "):\n    pass\n" + _PATCHIFY + "    return images",
-    "a return annotation": "def _h(x) -> (_ref := __import__('course_utils.vit', fromlist=['x']).patchify):\n    pass\n"
-                           + _PATCHIFY + "    return _ref(images, patch_size)",
-}
-
-
-@pytest.mark.parametrize("door", sorted(HIDDEN_DOORS))
-def test_imports_outside_the_allowed_modules_and_names_reached_by_string_are_hidden_code(door):
-    report = _checked("a6_vit", patchify=lambda code: HIDDEN_DOORS[door])
-    assert "hidden code" in report.flags, report.findings
-    assert sorted(report.zeroed) == sorted(grader_cells.points(_source("a6_vit"))), "every question from the first"
+    assert [f.cell for f in report.findings] == ["count_pairs", "train_bpe"]
+    assert sorted(report.zeroed) == sorted(_question_of("a3_bpe", "count_pairs") + _question_of("a3_bpe", "train_bpe"))
+    assert "test_merge_pair" not in report.zeroed and "test_encode_slides" not in report.zeroed
 
 
 @pytest.mark.parametrize("store", [
-    "_impl = {}\n" + _PATCHIFY + "    return _impl['f'](images, patch_size)\n"
+    "_impl = {}\n" + "def patchify(images, patch_size):\n" + "    return _impl['f'](images, patch_size)\n"
     "from course_utils import vit as _v\n_impl['f'] = _v.patchify",
-    "_impl = {}\n" + _PATCHIFY + "    return _impl['f'](images, patch_size)\n"
+    "_impl = {}\n" + "def patchify(images, patch_size):\n" + "    return _impl['f'](images, patch_size)\n"
     "from course_utils.vit import patchify as _p\n_impl.update(f=_p)",
 ])
-def test_a_reference_stored_into_an_object_costs_its_question_and_every_later_one(store):
-    # F3: the test's code reaches `_impl`, whose item the later statement wrote; no tracing needed
+def test_a_reference_stored_into_an_object_caps_its_question(store):
     report = _checked("a6_vit", patchify=lambda code: store)
     assert report.flags == ["reference import"]
-    assert sorted(report.zeroed) == sorted(grader_cells.points(_source("a6_vit")))
-    assert "answer cell 'patchify'" in report.zeroed["test_patchify"]
+    assert sorted(report.zeroed) == ["test_patchify"] and "answer cell 'patchify'" in report.zeroed["test_patchify"]
 
 
-def test_a_reference_method_set_on_the_class_after_it_costs_from_that_cell():
+def test_a_reference_method_set_on_the_class_after_it_caps_that_question():
     report = _checked("a6_vit", vit=_append("from course_utils.vit import ViT as _R\nViT.embed = _R.embed\n"
                                             "ViT.forward = _R.forward"))
-    order = list(grader_cells.points(_source("a6_vit")))
     assert report.flags == ["reference import"] and "course_utils.vit.ViT" in report.zeroed["test_embed"]
-    assert sorted(report.zeroed) == sorted(order[order.index("test_embed"):])
-    assert "test_patchify" not in report.zeroed and "test_unpatchify" not in report.zeroed
+    assert sorted(report.zeroed) == sorted(_question_of("a6_vit", "vit"))
+    assert "test_patchify" not in report.zeroed and "test_accuracy" not in report.zeroed
+
+
+#: what honest students write beside their answers (issue 63: each was once flagged as hidden code or a
+#: monkeypatch, and zeroed every later question); none names a reference answer
+HONEST = {
+    "a3_bpe": ("count_pairs", "import warnings\nwarnings.filterwarnings('ignore')\n"
+               "import matplotlib.pyplot as plt\n_fig, _ax = plt.subplots()\n_ax.bar([0, 1], [2, 3])\nplt.close(_fig)\n"
+               "from operator import itemgetter\n_best = max({'a': 1, 'b': 2}.items(), key=itemgetter(1))\n"
+               "from tqdm.auto import tqdm\nfor _ in tqdm(range(2), disable=True):\n    pass\n"
+               "import sys\nprint('debug', file=sys.stderr) if False else None\n"
+               "import os\n_cores = os.cpu_count()\nos.makedirs('plots', exist_ok=True)\n"
+               "import torch\ntorch.backends.cudnn.deterministic = True\ndevice = torch.device('cpu')\n"
+               "from dataclasses import dataclass\n@dataclass\nclass _Cfg:\n    n: int = 2\n_fields = vars(_Cfg())\n"
+               "from course_utils.data import Batch\ndef _size(b: Batch) -> int:\n    return len(b)\n"
+               "def _f(x, backend=torch):\n    return backend.as_tensor(x)\n"
+               "import typing\n_T = typing.Dict[str, int]\n"),
+    "a2_transformer": ("multi_head_attention", "class _Heads(nn.Module):\n    def __init__(self, n):\n"
+                       "        super().__init__()\n        for i in range(n):\n"
+                       "            setattr(self, f'W_{i}', nn.Linear(4, 4))\n        self.n = n\n"
+                       "    def forward(self, x):\n        return sum(getattr(self, f'W_{i}')(x) for i in range(self.n))\n"),
+    "a5_gpt": ("attention", "_cfg = GPTConfig(vocab_size=50, context=16, d_model=32, num_heads=2, num_layers=1)\n"),
+    "a1_bahdanau": ("additive_attention", "from course_utils.schedules import warmup_scheduler as _ws\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HONEST))
+def test_honest_patterns_raise_no_flag(name):
+    answer, code = HONEST[name]
+    report = _checked(name, **{answer: _append(code)})
+    assert report.findings == [] and report.zeroed == {}
 
 
 def test_honest_answers_written_another_way_raise_no_flag():
-    loops = (_PATCHIFY + "    b, c, h, w = images.shape\n    out = []\n"
+    loops = ("def patchify(images, patch_size):\n    b, c, h, w = images.shape\n    out = []\n"
              "    for r in range(h // patch_size):\n        for s in range(w // patch_size):\n"
              "            out.append(images[:, :, r * patch_size:(r + 1) * patch_size, "
              "s * patch_size:(s + 1) * patch_size].reshape(b, -1))\n    return torch.stack(out, dim=1)\n"
              "import math, itertools, functools, collections, typing, dataclasses, heapq, re, string, statistics, random, copy\n"
              "import numpy as np\nfrom torch.nn import functional as _F\nimport torch.utils.data\n"
              "_size = getattr(torch, 'float32')\n_ok = hasattr(nn.Module, 'forward')\n"
-             "_here = Path('vit.pt').exists()\nfrom pathlib import Path\n"  # what a read-only cell hands out
-             "def _typed(x: 'torch.Tensor', n: 'int' = 2) -> 'list[torch.Tensor]':\n    return [x] * n\n"
-             "_counts: 'dict[str, int]' = {}")  # forward references, read as the code they name
+             "def _typed(x: 'torch.Tensor', n: 'int' = 2) -> 'list[torch.Tensor]':\n    return [x] * n\n")
     rollout = ("def attention_rollout(weights):\n    t = weights[0].shape[-1]\n"
                "    eye = torch.eye(t, dtype=torch.float64, device=weights[0].device)\n    result = eye\n"
                "    for w in weights:\n        a = 0.5 * w.double().mean(dim=1) + 0.5 * eye\n"
@@ -551,37 +466,212 @@ def test_honest_answers_written_another_way_raise_no_flag():
     assert report.findings == [] and report.zeroed == {}
 
 
+# ---- what the sandbox holds instead of the references (no sandbox started) -------------------
+
+def test_the_student_side_course_package_holds_tripwires_where_the_references_were(tmp_path):
+    import subprocess
+
+    from grader import student_side
+    from grader import verdicts as grader_verdicts
+    path = SOURCE / "a3_bpe" / "a3_bpe.ipynb"
+    questions = grader_run.questions_judged_outside(path)
+    compared = student_side.compared_names(questions, grader_verdicts.reference_code(path))
+    package = student_side.student_package("a3_bpe", _source("a3_bpe"), compared)
+    text = (package / "bpe.py").read_text()
+    original = (ROOT / "course_utils" / "bpe.py").read_text()
+    assert "def train_bpe(*args, **kwargs):\n    raise ReferenceAnswerAbsent(" in text and text != original
+    assert "ids[p[0]]" in original and "ids[p[0]]" not in text, "the reference's code is not in the copy"
+    assert not list(package.rglob("*.pyc")) or all(p.stat().st_size > 0 for p in package.rglob("*.pyc"))
+    script = ("import course_utils.bpe as b, course_utils\n"
+              "assert course_utils.__file__.startswith(%r), course_utils.__file__\n"
+              "for f in (lambda: b.train_bpe({'ab': 1}, 1), lambda: b.count_pairs({}),\n"
+              "          lambda: getattr(__import__('typing'), 'sys').modules['course_utils.bpe'].merge_pair({}, ('a', 'b'))):\n"
+              "    try:\n        f()\n    except b.ReferenceAnswerAbsent as e:\n        print('absent:', e)\n"
+              "    else:\n        raise SystemExit('a reference ran')\n"
+              "from course_utils import setup\nprint('handed out:', callable(setup))\n") % str(package)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(package.parent)}, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count("absent: course_utils.bpe.") == 3 and "handed out: True" in out.stdout
+    # a class answer cannot be made or subclassed (a2: `class Transformer(_tr.Transformer): pass`)
+    a2 = student_side.strip_module("class Transformer:\n    pass\n", "course_utils.transformer", {"Transformer"}, "a2")
+    namespace = {}
+    exec(compile(a2, "a2", "exec"), namespace)
+    with pytest.raises(namespace["ReferenceAnswerAbsent"]):
+        namespace["Transformer"]()
+    with pytest.raises(namespace["ReferenceAnswerAbsent"]):
+        type("Mine", (namespace["Transformer"],), {})
+
+
+def _attention(q, k, v):
+    import torch
+    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1) @ v
+
+
+#: torch's own implementations reached without naming them (issue 63, 2): each runs an operator the
+#: assignment lists, which the dispatcher sees however the Python code got there
+FORBIDDEN_PATHS = {
+    "by name": lambda q, k, v: __import__("torch").nn.functional.scaled_dot_product_attention(q, k, v),
+    "through get_overridable_functions": lambda q, k, v: next(
+        f for fs in __import__("torch").overrides.get_overridable_functions().values() for f in fs
+        if getattr(f, "__name__", "") == "scaled_dot_product_attention")(q, k, v),
+    "torch.ops": lambda q, k, v: __import__("torch").ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v)[0],
+    "a tensor's unfold by getattr": lambda q, k, v: getattr(q, "unf" + "old")(1, 1, 1).reshape(q.shape) @ k.transpose(-2, -1) @ v,
+    "im2col": lambda q, k, v: __import__("torch").ops.aten.im2col(q.unsqueeze(0), [1, 1], [1, 1], [0, 0], [1, 1]).reshape(q.shape),
+}
+
+
+@pytest.mark.parametrize("path", sorted(FORBIDDEN_PATHS))
+def test_a_listed_torch_operation_is_refused_where_it_runs(path):
+    import torch
+
+    from grader import student_side
+    refused = student_side.forbidden(_source("a6_vit"))
+    q, k, v = (torch.randn(2, 3, 4) for _ in range(3))
+    call = {"fn": "attention", "args": [q, k, v]}
+    with pytest.raises(grader_sandbox.ForbiddenOperation):
+        grader_sandbox.run_call({"attention": FORBIDDEN_PATHS[path]}, call, refused)
+    honest = grader_sandbox.run_call({"attention": _attention}, call, refused)
+    torch.testing.assert_close(honest, torch.nn.functional.scaled_dot_product_attention(q, k, v))
+    assert torch.overrides._get_current_function_mode_stack() == []  # nothing left behind
+
+
+def test_torchs_attention_module_is_refused_on_its_fast_path():
+    import torch
+
+    from grader import student_side
+    refused = student_side.forbidden(_source("a2_transformer"))
+    layer = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    x = torch.randn(2, 5, 8)
+    with pytest.raises(grader_sandbox.ForbiddenOperation):
+        grader_sandbox.run_call({"mha": lambda x: layer(x, x, x, need_weights=False)[0]}, {"fn": "mha", "args": [x]}, refused)
+
+
+def test_a_checkpoint_is_checked_against_the_reference_before_anything_reads_it(tmp_path):
+    import resource
+    import time
+
+    import torch
+
+    from grader import checkpoints as grader_checkpoints
+    ref = SOURCE / "a1_bahdanau" / "bahdanau.pt"
+    state = torch.load(ref, map_location="cpu", weights_only=True)
+    # issue 63, 6: one number spread over 4e7 (a 171 kB file) was turned into 2.2 GiB of JSON by the grader
+    name = next(k for k, v in state["model"].items() if v.is_floating_point() and v.dim() == 2)
+    bomb = {**state, "model": {**state["model"], name: torch.zeros(1).expand(40_000_000)}}
+    torch.save(bomb, tmp_path / "bomb.pt")
+    peak, start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter()
+    loaded, why = grader_checkpoints.fits_reference(tmp_path / "bomb.pt", ref)
+    assert loaded is None and name in why
+    assert time.perf_counter() - start < 30 and resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 200 * 2**10
+    shaped = {**state, "model": {**state["model"], name: torch.zeros(1).expand(*state["model"][name].shape)}}
+    torch.save(shaped, tmp_path / "shaped.pt")  # the right shape, one number behind it
+    assert "contiguous" in grader_checkpoints.fits_reference(tmp_path / "shaped.pt", ref)[1]
+    # a student's own run saves float32 where the shipped reference is float16: the same model
+    own = {**state, "model": {k: v.float() if v.is_floating_point() else v for k, v in state["model"].items()}}
+    torch.save(own, tmp_path / "own.pt")
+    assert grader_checkpoints.fits_reference(tmp_path / "own.pt", ref)[1] == ""
+    wrong = {**state, "model": {**state["model"], name: torch.zeros(3, 3)}}
+    torch.save(wrong, tmp_path / "wrong.pt")
+    assert "(3, 3)" in grader_checkpoints.fits_reference(tmp_path / "wrong.pt", ref)[1]
+
+
+def test_the_reference_checkpoint_never_enters_a_students_sandbox(tmp_path, monkeypatch):
+    """issue 63, 3: a submission without a checkpoint got the reference one copied into its work
+    folder; now the work folder holds the inputs only, and the course package is the student-side
+    copy (the run itself is replaced here: no sandbox is started)."""
+    seen = {}
+
+    def run_notebook(nb, work, root, *args, replace=None, absent=(), **kwargs):
+        seen["files"] = {p.relative_to(work): p.read_bytes() for p in Path(work).rglob("*") if p.is_file()}
+        seen["replace"], seen["absent"] = replace, list(absent)
+        return None, False, "not run (test)", {}
+
+    monkeypatch.setattr(grader_run.grader_sandbox, "run_notebook", run_notebook)
+    monkeypatch.setattr(grader_run.grader_sandbox, "bwrap", lambda: "/usr/bin/bwrap")
+    (tmp_path / "a1_bahdanau.ipynb").write_bytes((RELEASE / "a1_bahdanau" / "a1_bahdanau.ipynb").read_bytes())
+    result = grader_run.grade(tmp_path / "a1_bahdanau.ipynb", hide=[tmp_path])
+    reference = (SOURCE / "a1_bahdanau" / "bahdanau.pt").read_bytes()
+    assert seen["files"] and not any(p.suffix == ".pt" or data == reference for p, data in seen["files"].items())
+    assert grader_run.NO_CHECKPOINT in result.flags and result.total == 0
+    (package,) = seen["replace"].values()
+    assert "ReferenceAnswerAbsent" in (Path(package) / "attention.py").read_text()
+    a3 = grader_run.grade  # a3 lists a whole library: it is an empty folder in the sandbox
+    (tmp_path / "a3").mkdir()
+    (tmp_path / "a3" / "a3_bpe.ipynb").write_bytes((RELEASE / "a3_bpe" / "a3_bpe.ipynb").read_bytes())
+    a3(tmp_path / "a3" / "a3_bpe.ipynb", hide=[tmp_path])
+    assert seen["absent"] == ["tokenizers"]
+
+
+def test_near_identical_answer_code_is_listed_for_review_and_independent_code_is_not():
+    from grader import report as grader_report
+
+    def answers(name, **edits):
+        nb = _solved_release(name, **edits)
+        return grader_report.normalised_code([c.source for c in nb.cells if grader_cells.is_answer_cell(c)])
+
+    solution = answers("a2_transformer")
+    renamed = answers("a2_transformer", attention=lambda code: "# mine\n" + code.replace("weights", "w"))
+    other = answers("a6_vit")
+    rows = [grader_report.Row("ann", "a2_transformer", answers=solution),
+            grader_report.Row("ben", "a2_transformer", answers=renamed + "\n# a comment the normalisation drops"),
+            grader_report.Row("cat", "a2_transformer", answers=other),  # other code entirely
+            grader_report.Row("dan", "a2_transformer", answers="x = 1"),  # too short to say anything
+            grader_report.Row("eve", "a6_vit", answers=solution)]  # another assignment: never compared
+    pairs = grader_report.similar_pairs(Path("."), rows)
+    assert [(a, b) for a, b, _ in pairs] == [("ann", "ben")] and 0.9 <= pairs[0][2] < 1
+    assert grader_report.pairs_csv(pairs).splitlines()[1].startswith("ann,ben,")
+
+
 # ---- a folder in, a CSV out -----------------------------------------------------------------
 
-# seconds per submission in the mixed folder: a3 runs in 5-15 s in its sandbox on a 2-core Xeon, 50-75 s on a
-# loaded 2-core AMD EPYC, where 60 s cut its last probe (hal: 10-50 s on the Xeon); the infinite loop
-# waits the whole limit, beside the other submissions
+# seconds of CPU time per submission: a3 runs in 5-15 s in its sandbox on a 2-core Xeon, 50-75 s on a
+# loaded 2-core AMD EPYC; the infinite loop spins until the limit (counted in CPU time: a busy machine
+# slows a submission without failing it)
 TIME_LIMIT = 120
-EXPECTED_CSV = """\
-student,assignment,a1_bahdanau:test_additive_attention,a1_bahdanau:test_decoder_step,a1_bahdanau:test_loss,a1_bahdanau:test_translation,a2_transformer:test_attention,a2_transformer:test_masks,a2_transformer:test_positional_encoding,a2_transformer:test_multi_head_attention,a2_transformer:test_encoder_layer,a2_transformer:test_decoder_layer,a2_transformer:test_transformer,a2_transformer:test_loss,a2_transformer:test_translation,a3_bpe:test_count_pairs,a3_bpe:test_merge_pair,a3_bpe:test_train_bpe_slides,a3_bpe:test_train_bpe_tokenizers,a3_bpe:test_encode_slides,a3_bpe:test_encode_reference,a4_bert:test_mask_tokens_rule,a4_bert:test_mask_tokens_bulk,a4_bert:test_embeddings,a4_bert:test_pretraining_loss,a4_bert:test_classifier,a4_bert:test_accuracy,a5_gpt:test_attention,a5_gpt:test_block,a5_gpt:test_model,a5_gpt:test_loss,a5_gpt:test_sampling,a5_gpt:test_cache,a5_gpt:test_perplexity,a6_vit:test_patchify,a6_vit:test_unpatchify,a6_vit:test_embed,a6_vit:test_forward,a6_vit:test_rollout,a6_vit:test_accuracy,total,max,flags,error
-alice,a3_bpe,,,,,,,,,,,,,,1,1,2,2,1,2,,,,,,,,,,,,,,,,,,,,9,9,,
-bob,a3_bpe,,,,,,,,,,,,,,1,1,0,0,1,2,,,,,,,,,,,,,,,,,,,,5,9,,
-carol,a3_bpe,,,,,,,,,,,,,,0,0,0,0,0,0,,,,,,,,,,,,,,,,,,,,0,9,reference import,
-dave,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,submission dave.ipynb is not a readable Jupyter notebook: NotJSONError: Notebook does not appear to be JSON: ''
-erin,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,submission erin.py is not a Jupyter notebook (expected a .ipynb file)
-frank,a3_bpe,,,,,,,,,,,,,,1,0,0,0,0,0,,,,,,,,,,,,,,,,,,,,1,9,timed out,
-gina,a1_bahdanau,0,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,0,12,no checkpoint: reference weights used,
-hal,a2_transformer,,,,,2,2,2,3,2,3,0,0,0,,,,,,,,,,,,,,,,,,,,,,,,,,14,22,,
-ivy,a4_bert,,,,,,,,,,,,,,,,,,,,1,2,2,2,3,4,,,,,,,,,,,,,,14,14,,
-jay,a4_bert,,,,,,,,,,,,,,,,,,,,0,0,0,0,0,0,,,,,,,,,,,,,,0,14,no checkpoint: reference weights used,
-kim,a5_gpt,,,,,,,,,,,,,,,,,,,,,,,,,,3,2,3,1,3,3,4,,,,,,,19,19,,
-leo,a5_gpt,,,,,,,,,,,,,,,,,,,,,,,,,,0,0,0,0,0,0,0,,,,,,,0,19,no checkpoint: reference weights used,
-mia,a6_vit,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,2,1,2,3,3,4,15,15,,
-ned,a6_vit,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,0,0,0,0,0,0,0,15,no checkpoint: reference weights used,
-"""
+A3_HEADER = ("student,assignment,test_count_pairs,test_merge_pair,test_train_bpe_slides,test_train_bpe_tokenizers,"
+             "test_encode_slides,test_encode_reference,total,max,flags,error,review")
+#: class folder -> its grades.csv (a class is one assignment: another's notebook is that row's error)
+EXPECTED_CSV = {
+    "a3_bpe": A3_HEADER + """
+alice,a3_bpe,1,1,2,2,1,2,9,9,,,
+bob,a3_bpe,1,1,0,0,1,2,5,9,,,
+carol,a3_bpe,0,1,0,0,1,2,4,9,reference import,,"uses course_utils.bpe.count_pairs, the reference answer (answer cell 'count_pairs'); uses course_utils.bpe.train_bpe, the reference answer (answer cell 'train_bpe')"
+dave,,,,,,,,,,,submission dave.ipynb is not a readable Jupyter notebook: NotJSONError: Notebook does not appear to be JSON: '',
+erin,,,,,,,,,,,submission erin.py is not a Jupyter notebook (expected a .ipynb file),
+frank,a3_bpe,1,0,0,0,0,0,1,9,timed out,,
+gina,,,,,,,,,,,"this notebook is the assignment a1_bahdanau, not a3_bpe (the class's)",
+""",
+    "a1_bahdanau": """student,assignment,test_additive_attention,test_decoder_step,test_loss,test_translation,total,max,flags,error,review
+gus,a1_bahdanau,3,3,2,4,12,12,,,
+gwen,a1_bahdanau,0,0,0,0,0,12,no checkpoint handed in,,
+""",
+    "a2_transformer": """student,assignment,test_attention,test_masks,test_positional_encoding,test_multi_head_attention,test_encoder_layer,test_decoder_layer,test_transformer,test_loss,test_translation,total,max,flags,error,review
+hal,a2_transformer,2,2,2,3,2,3,0,0,0,14,22,,,
+""",
+    "a4_bert": """student,assignment,test_mask_tokens_rule,test_mask_tokens_bulk,test_embeddings,test_pretraining_loss,test_classifier,test_accuracy,total,max,flags,error,review
+ivy,a4_bert,1,2,2,2,3,4,14,14,,,
+jay,a4_bert,0,0,0,0,0,0,0,14,no checkpoint handed in,,
+""",
+    "a5_gpt": """student,assignment,test_attention,test_block,test_model,test_loss,test_sampling,test_cache,test_perplexity,total,max,flags,error,review
+kim,a5_gpt,3,2,3,1,3,3,4,19,19,,,
+leo,a5_gpt,0,0,0,0,0,0,0,0,19,no checkpoint handed in,,
+""",
+    "a6_vit": """student,assignment,test_patchify,test_unpatchify,test_embed,test_forward,test_rollout,test_accuracy,total,max,flags,error,review
+mia,a6_vit,2,1,2,3,3,4,15,15,,,
+ned,a6_vit,0,0,0,0,0,0,0,15,no checkpoint handed in,,
+""",
+}
 
 
-def _class_folder(folder):
-    """Fourteen submissions: correct, broken (BPE ties by string), import-cheat, empty, not a
-    notebook, an infinite loop, the a1 release as handed out (no checkpoint), an a2
-    folder with a checkpoint whose model forgets the source mask in cross-attention (a
-    forgiving bug: its visible BLEU test passes with trained weights), and a correct one and
-    the release as handed out of each of a4, a5 and a6."""
+def _class_folder(root):
+    """One class folder per assignment. a3: correct, broken (BPE ties by string), import-cheat,
+    empty, not a notebook, an infinite loop, and the a1 release handed into the a3 class (an
+    error row); a1: a correct folder with a checkpoint of its own and the release as handed out
+    (no checkpoint); a2: a folder with a checkpoint whose model forgets the source mask in
+    cross-attention (a forgiving bug: its visible BLEU test passes with trained weights); a4-a6:
+    a correct one with its checkpoint and the release as handed out."""
+    folder = root / "a3_bpe"
     folder.mkdir()
     # alice: correct, with top-level loops, helper variables and prints beside her answers (issue 33:
     # such code was once flagged as a monkeypatch)
@@ -597,12 +687,18 @@ def _class_folder(folder):
                    folder / "carol.ipynb")
     (folder / "dave.ipynb").write_text("")
     (folder / "erin.py").write_text("def count_pairs(corpus):\n    ...\n")
-    # a loop that never ends (it waits rather than spins: a busy loop would take a core from
-    # the other tests for the whole time limit, and the limit stops both the same way)
-    nbformat.write(_solved_release("a3_bpe", merge_pair=lambda code: "import time\nwhile True:\n    time.sleep(0.05)"),
-                   folder / "frank.ipynb")
+    # a loop that never ends: it spins until the CPU-time limit (a sleeping one would wait for the
+    # wall-time limit, four times longer)
+    nbformat.write(_solved_release("a3_bpe", merge_pair=lambda code: "while True:\n    pass"), folder / "frank.ipynb")
     (folder / "gina.ipynb").write_bytes((RELEASE / "a1_bahdanau" / "a1_bahdanau.ipynb").read_bytes())
-    (folder / "hal").mkdir()
+    folder = root / "a1_bahdanau"
+    folder.mkdir()
+    (folder / "gus").mkdir()
+    nbformat.write(_solved_release("a1_bahdanau"), folder / "gus" / "a1_bahdanau.ipynb")
+    _own_checkpoint(SOURCE / "a1_bahdanau" / "bahdanau.pt", folder / "gus" / "bahdanau.pt")
+    (folder / "gwen.ipynb").write_bytes((RELEASE / "a1_bahdanau" / "a1_bahdanau.ipynb").read_bytes())
+    folder = root / "a2_transformer"
+    (folder / "hal").mkdir(parents=True)
     nbformat.write(_solved_release("a2_transformer", transformer=_replace(
         "y = layer(y, memory, self_mask, src_mask.unsqueeze(1))", "y = layer(y, memory, self_mask, None)")),
         folder / "hal" / "a2_transformer.ipynb")
@@ -610,11 +706,13 @@ def _class_folder(folder):
     # the second half of the course (issue 38): a correct folder (with a checkpoint of its own)
     # and the release as handed out of each of a4-a6
     for (correct, stub), (name, checkpoint, noise) in zip(SECOND_HALF_STUDENTS, SECOND_HALF):
-        (folder / correct).mkdir()
+        folder = root / name
+        (folder / correct).mkdir(parents=True)
         nbformat.write(_solved_release(name), folder / correct / f"{name}.ipynb")
         _own_checkpoint(SOURCE / name / checkpoint, folder / correct / checkpoint, noise)
         (folder / f"{stub}.ipynb").write_bytes((RELEASE / name / f"{name}.ipynb").read_bytes())
-    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
 
 
 # (assignment, checkpoint, the noise that stands in for a student's own run: a5's model loses its
@@ -639,34 +737,40 @@ def _own_checkpoint(reference, path, noise=0.02):
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory, grading_alone):
     import time
-    folder = tmp_path_factory.mktemp("class") / "submissions"
-    before = _class_folder(folder)
+    root = tmp_path_factory.mktemp("classes")
+    before = _class_folder(root)
+    paths, rows, where = {}, [], {}
     with grading_alone():  # (the attacked folder of test_grader_sandbox.py counts survivors)
         start = time.perf_counter()
-        path, rows = grader_batch.grade_folder(folder, workers=2, time_limit=TIME_LIMIT)
-        return folder, before, path, rows, time.perf_counter() - start
+        for name in sorted(EXPECTED_CSV):
+            paths[name], graded = grader_batch.grade_folder(root / name, workers=2, time_limit=TIME_LIMIT)
+            rows += graded
+            where.update({r.student: root / name for r in graded})
+        return root, before, paths, rows, where, time.perf_counter() - start
 
 
 @pytest.mark.integration
-def test_a_folder_of_mixed_submissions_gives_the_expected_csv(graded_class):
-    folder, before, path, rows, seconds = graded_class
+def test_class_folders_give_the_expected_csvs(graded_class):
+    root, before, paths, rows, where, seconds = graded_class
     print(f"graded {len(rows)} submissions in {seconds:.0f} s")
-    assert path == folder / "grades.csv" and path.read_text() == EXPECTED_CSV
+    for name, expected in EXPECTED_CSV.items():
+        assert paths[name] == root / name / "grades.csv" and paths[name].read_text() == expected, name
+        assert (root / name / "similar_pairs.csv").is_file()
     # the infinite loop was stopped by the time limit inside the grader (its answers before the
-    # loop still count), not by the hard kill 60 s later (that row would carry an error and no
-    # scores). A bound on the wall time said the same on an idle machine and failed on a busy one.
+    # loop still count), not by the hard kill later (that row would carry an error and no scores)
     frank = next(r for r in rows if r.student == "frank")
     assert frank.flags == ["timed out"] and not frank.error and frank.total > 0
     assert {p: p.read_bytes() for p in before} == before, "the students' files were not touched"
-    assert sorted(p.stem for p in (folder / "feedback").glob("*.ipynb")) == ["alice", "bob", "carol", "frank", "gina", "hal",
-                                                                       "ivy", "jay", "kim", "leo", "mia", "ned"]
-    summary = {p.stem: nbformat.read(p, as_version=4).cells[0].source for p in (folder / "feedback").glob("*.ipynb")}
+    feedback = {p.stem: p for p in root.glob("*/feedback/*.ipynb")}
+    assert sorted(feedback) == ["alice", "bob", "carol", "frank", "gus", "gwen", "hal", "ivy", "jay", "kim", "leo",
+                                "mia", "ned"]
+    summary = {k: nbformat.read(p, as_version=4).cells[0].source for k, p in feedback.items()}
     assert "uses course_utils.bpe.train_bpe, the reference answer (answer cell 'train_bpe')" in summary["carol"]
-    assert f"not run: the submission's time limit ({TIME_LIMIT} s) was reached" in summary["frank"]
-    assert "| test_translation | 0 / 4 | no checkpoint handed in" in summary["gina"]
+    assert "not run: the submission's time limit" in summary["frank"] or "CPU time" in summary["frank"]
+    assert "| test_translation | 0 / 4 | no checkpoint handed in" in summary["gwen"]
     assert "| test_translation | 0 / 4 | with the same weights, your model and the reference one disagree" \
         in summary["hal"]
-    assert "**9 / 9 points**" in summary["alice"]
+    assert "**9 / 9 points**" in summary["alice"] and "**12 / 12 points**" in summary["gus"]
     for (correct, stub), (name, _, _) in zip(SECOND_HALF_STUDENTS, SECOND_HALF):
         most = sum(grader_cells.points(_source(name)).values())
         assert f"**{most:g} / {most:g} points**" in summary[correct] and f"**0 / {most:g} points**" in summary[stub]
@@ -706,9 +810,9 @@ def test_grading_a_folder_again_gives_the_same_csv(tmp_path, capsys):
     assert grader_cli.main(["grade", str(folder), "--time-limit", str(TIME_LIMIT)]) == 0
     first = (folder / "grades.csv").read_text()
     assert first.splitlines()[1:] == [
-        "dave,,,,,submission dave.ipynb is not a readable Jupyter notebook: NotJSONError: Notebook does not appear to be JSON: ''",
-        "erin,,,,,submission erin.txt is not a Jupyter notebook (expected a .ipynb file)",
-        "zoe,,,,,the folder zoe/ holds 2 notebooks (expected exactly one .ipynb)"]
+        "dave,,,,,submission dave.ipynb is not a readable Jupyter notebook: NotJSONError: Notebook does not appear to be JSON: '',",
+        "erin,,,,,submission erin.txt is not a Jupyter notebook (expected a .ipynb file),",
+        "zoe,,,,,the folder zoe/ holds 2 notebooks (expected exactly one .ipynb),"]
     assert "graded 3 submission(s)" in capsys.readouterr().out
     grader_batch.grade_folder(folder, workers=1, time_limit=TIME_LIMIT)
     assert (folder / "grades.csv").read_text() == first
@@ -742,7 +846,8 @@ def test_nbgrader_gives_the_same_points(name, student, graded_class, tmp_path, m
     from nbgrader.api import Gradebook
     from nbgrader.apps import NbGraderAPI
     from traitlets.config import Config
-    folder, _, _, rows, _ = graded_class
+    _, _, _, rows, where, _ = graded_class
+    folder = where[student]
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # its alembic
     for key, value in grader_run.GRADING_ENV.items():  # the kernel's environment, as the course's grader sets it
         monkeypatch.setenv(key, value)

@@ -8,8 +8,9 @@ As in tests/test_grader_calls.py (whose helpers these are), the student's side r
 process: the source notebook's cells, edited as a student would edit them. Two differences
 from those tests: the probe is the probe *cell* the grader adds to the notebook
 (``grader_sandbox.probe_source``), run in the student's globals as the kernel runs it, and
-an answer that ``answer_checks`` flags scores 0 on what it zeroes, as in ``grader.run.grade``.
-A test passes when the attack scores 0 *either* way (flagged, or refused by the probe).
+an answer that ``answer_checks`` flags (a reference answer named) scores 0 on the question it
+caps, as in ``grader.run.grade``. A test passes when the attack scores 0 *either* way (flagged,
+or refused by the probe); since issue 63 almost all are refused by the probe (the run-time checks).
 """
 
 import tempfile
@@ -96,21 +97,22 @@ def test_the_reference_answers_are_out_of_reach_through_the_probe_cells_sys(tmp_
 
 # ---- 2. torch patched through an alias of one of its classes --------------------------------
 
-def test_an_alias_of_torch_tensor_cannot_switch_off_the_in_place_check(tmp_path, monkeypatch):
-    """``torch.Tensor.clone = ...`` is flagged, ``_T = torch.Tensor; _T.clone = ...`` is not
-    (answer_checks qualifies imported names only: a plain assignment makes ``_T`` unknown; a
-    module alias, ``_t = torch``, is flagged as 'the module torch as a value', a class is not).
-    The probe's snapshot is ``torch.Tensor.detach(x).clone()``: with clone returning its input
-    for long tensors, the snapshot is the argument itself and an in-place mask_tokens scores 3.
-    Fixed for top-level aliases: answer_checks binds a name assigned from an imported chain
-    (``_T = torch.Tensor``) to that chain, so that a store into it is a monkeypatch; an alias made
-    inside a function is followed the same way (tests/test_assignments.py)."""
-    import torch
-    monkeypatch.setattr(torch.Tensor, "clone", torch.Tensor.clone)  # put back after the test
-    patch = ("_T = torch.Tensor\n_clone = torch.Tensor.clone\n"
-             "_T.clone = lambda self, *a, **k: self if self.dtype == torch.long else _clone(self, *a, **k)\n\n\n")
-    score, why = _graded("a4_bert", MASK_QUESTIONS, tmp_path, mask_tokens=lambda code: patch + IN_PLACE_MASK(code))
-    assert score == 0.0, "an in-place mask_tokens scored its points by patching torch.Tensor.clone"
+def test_an_alias_of_torch_tensor_cannot_switch_off_the_in_place_check(tmp_path):
+    """``_T = torch.Tensor; _T.clone = ...`` (clone returning its input for long tensors): the
+    probe's snapshot is ``torch.Tensor.detach(x).clone()``, so an in-place mask_tokens once scored
+    3. Once caught by a reading of the answer cells (which followed such aliases, but not every
+    form); since issue 63 by the first look (``grader_sandbox.watch``, the grader's cell before the
+    first answer) and the probe's comparison, whatever form the write takes (run in a process of
+    its own: a first look stays for every later test of the process)."""
+    lines = _in_a_process_of_its_own(
+        "from grader import sandbox as grader_sandbox\ngrader_sandbox.watch()\n"
+        "import pathlib\nimport test_grader_redteam as R\nfrom test_grader_calls import IN_PLACE_MASK, MASK_QUESTIONS\n"
+        "patch = ('_T = torch.Tensor\\n_clone = torch.Tensor.clone\\n'\n"
+        "         '_T.clone = lambda self, *a, **k: self if self.dtype == torch.long else _clone(self, *a, **k)\\n\\n\\n')\n"
+        "points, why = R._graded('a4_bert', MASK_QUESTIONS, pathlib.Path('.'), mask_tokens=lambda code: patch + IN_PLACE_MASK(code))\n"
+        "print('points', points)\nprint('why', sorted(why.values())[0])\n", tmp_path)
+    assert "points 0.0" in lines, "an in-place mask_tokens scored its points by patching torch.Tensor.clone"
+    assert any(line.startswith("why torch or the course package was changed at run time") for line in lines), lines
 
 
 # ---- 3. a5: the key-work counter, patched or fooled -------------------------------------------
@@ -285,14 +287,22 @@ def test_a_tensor_given_that_changes_class_and_values_is_a_changed_argument():
 
 # ---- torch and the course changed at run time (issue 38) ----------------------------------------
 # The red team found about 45 forms of writing into torch that the reading of the answer cells
-# does not flag (tests/test_assignments.py's STATIC_HOLES are five of them). What they change is
+# does not flag (the first eight below). What they change is
 # caught when it runs instead: the grader's cell before the first answer takes a first look at
 # torch and the course package (grader_sandbox.watch) and every probe compares before and after
 # its calls (grader_sandbox.changed); a question probed while they differ scores 0.
 
 T_CLONE = "lambda self, *a, **k: self"
 RUNTIME_WRITES = {  # name -> an answer cell's code (import torch, math already done), each confirmed to patch torch
-    **{f"static hole: {k}": v for k, v in T.STATIC_HOLES.items()},
+    # the writes a reading of the code once flagged (issue 63 dropped that reading: behaviour is judged)
+    "plain assignment": "torch.testing.assert_close = lambda *args, **kwargs: None",
+    "setattr": "setattr(torch, 'allclose', lambda *args, **kwargs: True)",
+    "an alias in a function": f"def _quiet():\n    T = torch.Tensor\n    T.clone = {T_CLONE}\n_quiet()",
+    "tuple unpacking": f"T, = (torch.Tensor,)\nT.clone = {T_CLONE}",
+    "under an if": f"if True:\n    T = torch.Tensor\n    T.clone = {T_CLONE}",
+    "a loop target": "for T in (torch.testing,):\n    setattr(T, 'assert_close', print)",
+    "type() of a tensor": f"type(torch.zeros(1)).clone = {T_CLONE}",
+    "through a parameter": f"def _hack(T):\n    T.clone = {T_CLONE}\n_hack(torch.Tensor)",
     "chained assignment": f"a = torch.Tensor.clone = {T_CLONE}",
     "walrus": f"if (T := torch.Tensor):\n    T.clone = {T_CLONE}",
     "comprehension target": "[setattr(m, 'assert_close', lambda *a, **k: None) for m in [torch.testing]]",
@@ -481,7 +491,7 @@ def test_a_probe_after_a_write_into_torch_scores_nothing_and_says_what_changed(t
               "import test_grader_redteam as R\nimport torch, pathlib, tempfile\n"
               "ns = R._namespace('a5_gpt')\n"
               "print('clean', R._probed('a5_gpt', 'test_attention', ns, pathlib.Path(tempfile.mkdtemp())))\n"
-              f"exec({T.STATIC_HOLES['tuple unpacking']!r}, {{'torch': torch}})\n"
+              f"exec({RUNTIME_WRITES['tuple unpacking']!r}, {{'torch': torch}})\n"
               "print('patched', R._probed('a5_gpt', 'test_attention', ns, pathlib.Path(tempfile.mkdtemp())))\n")
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
                          cwd=tmp_path, env={**__import__("os").environ, **grader_run.GRADING_ENV,

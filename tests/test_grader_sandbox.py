@@ -99,13 +99,15 @@ def _attacks(folder):
     sneaky = (f"import os, socket, subprocess, sys\n_folder = {where}\n_root = {str(ROOT)!r}\n"
               f"subprocess.Popen([sys.executable, '-c', {daemon!r}], start_new_session=True)\n"
               "def _try(what, fn):\n    try:\n        fn()\n        print(what, 'DONE')\n"
-              "    except (OSError, MemoryError) as err:\n        print(what, 'REFUSED', type(err).__name__)\n"
+              "    except Exception as err:\n        print(what, 'REFUSED', type(err).__name__)\n"
               "_try('edit classmate', lambda: open(os.path.join(_folder, 'quiet.ipynb'), 'w').write('{}'))\n"
               "_try('read classmate', lambda: open(os.path.join(_folder, 'quiet.ipynb')).read())\n"
               "_try('read solutions', lambda: open(os.path.join(_root, 'assignments/source/a3_bpe/a3_bpe.ipynb')).read())\n"
               "_try('write package', lambda: open(os.path.join(_root, 'course_utils/bpe.py'), 'a').write('#'))\n"
               "_try('allocate 7 GiB', lambda: bytearray(7 * 2**30))\n"
               "_try('network', lambda: socket.create_connection(('8.8.8.8', 53), timeout=2))\n"
+              "_try('user namespace', lambda: subprocess.run(['unshare', '-U', 'true'], check=True))\n"
+              "_try('user namespace by clone', lambda: subprocess.run(['unshare', '-Ur', '--fork', 'true'], check=True))\n"
               "_children = []\n"
               "def _spawn():\n    for _ in range(400):\n"
               "        _children.append(subprocess.Popen(['sleep', '30']))\n"
@@ -119,20 +121,30 @@ def _attacks(folder):
                                                  "    sys.stdout.write(_chunk)"))
     nb.cells[-1].metadata["nbgrader"] = {"grade_id": ["x"], "solution": True}
     nbformat.write(nb, folder / "messy.ipynb")
-    # a2: tensors whose comparisons always agree, and a byte copy of the reference checkpoint
-    (folder / "copier").mkdir()
-    fake = ("class _Agree(torch.Tensor):\n    @classmethod\n"
-            "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
-            "        out = super().__torch_function__(func, types, args, kwargs or {})\n"
-            "        if func in (torch.isclose, torch.Tensor.__eq__, torch.eq):\n"
-            "            return torch.ones_like(out, dtype=torch.bool).as_subclass(_Agree)\n"
-            "        if func in (torch.allclose, torch.equal):\n            return True\n"
-            "        return out\n\n"
-            "def scaled_dot_product_attention(q, k, v, mask=None):\n"
-            "    z = torch.zeros(*q.shape[:-1], v.shape[-1]).as_subclass(_Agree)\n"
-            "    return z, torch.zeros(*q.shape[:-1], k.shape[-2]).as_subclass(_Agree)\n")
-    nbformat.write(T._solved_release("a2_transformer", attention=lambda code: fake), folder / "copier" / "a2_transformer.ipynb")
-    shutil.copy(SOURCE / "a2_transformer" / "transformer.pt", folder / "copier" / "transformer.pt")
+    # issue 63: the course's reference reached through a module no reading of the text follows
+    ref = "_ref = getattr(typing, 'sys').modules['importlib'].import_module('course_utils.bpe')\n"
+    nbformat.write(T._solved_release("a3_bpe", count_pairs=lambda code: "import typing\n" + ref + "count_pairs = _ref.count_pairs",
+                                     merge_pair=lambda code: "merge_pair = [_ref][0].merge_pair",
+                                     train_bpe=lambda code: "def train_bpe(word_freqs, num_merges, _f=_ref.train_bpe):\n"
+                                                            "    return _f(word_freqs, num_merges)"),
+                   folder / "referee.ipynb")
+    # ... names that once ran in the grader's own process (SystemExit: no CSV; a deadlock), and an exit
+    nbformat.write(T._solved_release("a3_bpe", encode_word=T._append(
+        "try:\n    import certifi.__main__ as _w\nexcept ImportError:\n    pass\n"
+        "try:\n    from grader.__main__ import main as _m\nexcept ImportError:\n    pass\n"
+        "raise SystemExit(2)")), folder / "exiter.ipynb")
+    # fill the sandbox's disk and its CPUs (issue 63: classmates 0/9 with ENOSPC, a classmate timed out)
+    nbformat.write(T._solved_release("a3_bpe", count_pairs=T._append(
+        "import os, subprocess, sys\n"
+        "try:\n    os.sched_setaffinity(0, range(os.cpu_count()))\nexcept OSError:\n    pass\n"
+        "for _ in range(4):\n"
+        "    subprocess.Popen([sys.executable, '-c', 'import time\\nt = time.time()\\nwhile time.time() < t + 10: pass'],"
+        " start_new_session=True)\n"
+        "_i = 0\ntry:\n    while _i < 64:\n        with open(f'fill{_i}.bin', 'wb') as _f:\n"
+        "            _f.write(b'x' * 60 * 2**20)\n        _i += 1\nexcept OSError as _e:\n    print('disk full after', _i, _e)\n"
+        "for _j in range(_i):\n    os.remove(f'fill{_j}.bin') if _j > 0 else None\n")), folder / "hog.ipynb")
+    # a notebook of another assignment in the class
+    nbformat.write(T._solved_release("a2_transformer"), folder / "wrong.ipynb")
     (folder / "=2+3.txt").write_text("a spreadsheet formula as a name")
     # forge an earlier probe's answer (the a6 red team, F4): count_pairs is wrong; the last answer
     # cell recomputes test_count_pairs' answers from the grader's inputs with a right one and
@@ -153,14 +165,39 @@ def _attacks(folder):
              "         '        except OSError:\\n            pass\\n'\n"
              "         '    time.sleep(0.01)\\n')\n"
              "_sp.Popen([_sys.executable, '-c', _loop], start_new_session=True)\n")
+    nbformat.write(T._solved_release("a3_bpe", count_pairs=lambda code: (
+        "from collections import Counter\ndef count_pairs(corpus):\n    return Counter()"),
+        encode_word=T._append(forge)), folder / "forger.ipynb")
+
+
+def _other_classes(root):
+    """Two classes of one submission each: a2's copier (tensors whose comparisons always agree,
+    and a byte copy of the reference checkpoint) and a6's permuter (the reference checkpoint
+    with units and heads permuted)."""
+    folder = root / "copier_class"
+    folder.mkdir()
+    # a2: tensors whose comparisons always agree, and a byte copy of the reference checkpoint
+    (folder / "copier").mkdir()
+    fake = ("class _Agree(torch.Tensor):\n    @classmethod\n"
+            "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+            "        out = super().__torch_function__(func, types, args, kwargs or {})\n"
+            "        if func in (torch.isclose, torch.Tensor.__eq__, torch.eq):\n"
+            "            return torch.ones_like(out, dtype=torch.bool).as_subclass(_Agree)\n"
+            "        if func in (torch.allclose, torch.equal):\n            return True\n"
+            "        return out\n\n"
+            "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+            "    z = torch.zeros(*q.shape[:-1], v.shape[-1]).as_subclass(_Agree)\n"
+            "    return z, torch.zeros(*q.shape[:-1], k.shape[-2]).as_subclass(_Agree)\n")
+    nbformat.write(T._solved_release("a2_transformer", attention=lambda code: fake), folder / "copier" / "a2_transformer.ipynb")
+    shutil.copy(SOURCE / "a2_transformer" / "transformer.pt", folder / "copier" / "transformer.pt")
+    folder = root / "permuter_class"
+    folder.mkdir()
     # a6: the reference checkpoint with the feed-forward units and the heads' features permuted
     # (other weights, the same function: the a6 red team's F6)
     (folder / "permuter").mkdir()
     nbformat.write(T._solved_release("a6_vit"), folder / "permuter" / "a6_vit.ipynb")
     _permuted(SOURCE / "a6_vit" / "vit.pt", folder / "permuter" / "vit.pt")
-    nbformat.write(T._solved_release("a3_bpe", count_pairs=lambda code: (
-        "from collections import Counter\ndef count_pairs(corpus):\n    return Counter()"),
-        encode_word=T._append(forge)), folder / "forger.ipynb")
+    return [root / "copier_class", root / "permuter_class"]
 
 
 def _permuted(reference, path, seed=0):
@@ -186,8 +223,10 @@ def _permuted(reference, path, seed=0):
 
 @pytest.fixture(scope="module")
 def attacked(tmp_path_factory, grading_alone):
-    folder = tmp_path_factory.mktemp("attacks") / "class"
+    root = tmp_path_factory.mktemp("attacks")
+    folder = root / "class"
     _attacks(folder)
+    others = _other_classes(root)
     outside = [ROOT / "assignments", ROOT / "course_utils", ROOT / "scripts", ROOT / "grader", ROOT / "data"]
     before, inside = _digest(outside), _digest([folder])
     with grading_alone():  # no other worker's sandboxes while the survivors are counted
@@ -198,9 +237,13 @@ def attacked(tmp_path_factory, grading_alone):
         feedback = {p.stem: p.read_text() for p in (folder / "feedback").glob("*.ipynb")}
         time.sleep(3)  # what a detached process would do after the grader returned
         survivors = _sandbox_processes()
+        class_size = len(rows)
+        for other in others:
+            rows += grader_batch.grade_folder(other, workers=1, time_limit=TIME_LIMIT)[1]
+            feedback.update({p.stem: p.read_text() for p in (other / "feedback").glob("*.ipynb")})
     return {"folder": folder, "rows": {r.student: r for r in rows}, "csv": csv_text, "feedback": feedback,
             "seconds": seconds, "before": before, "after": _digest(outside), "inside": inside,
-            "inside_after": _digest([folder]), "outside": outside, "survivors": survivors}
+            "inside_after": _digest([folder]), "outside": outside, "survivors": survivors, "class_size": class_size}
 
 
 def _summary(attacked, student):
@@ -210,10 +253,8 @@ def _summary(attacked, student):
 def test_in_kernel_tricks_score_nothing(attacked):
     rows = attacked["rows"]
     print(f"graded {len(rows)} submissions in {attacked['seconds']:.0f} s")
-    # their `import IPython` is outside the modules an answer may import: hidden code
-    assert rows["cleanup"].flags == ["hidden code"] and rows["quiet"].flags == ["hidden code"]
-    assert rows["cleanup"].total == 0 and rows["cleanup"].max_total == 9
-    assert "import IPython, not a module an answer may import" in _summary(attacked, "cleanup")
+    # IPython's own hooks: the probes after the cleanup run `pass`, and send nothing back
+    assert rows["cleanup"].total == 0 and rows["cleanup"].max_total == 9 and rows["cleanup"].error == ""
     assert rows["quiet"].scores["test_count_pairs"] == 0
     assert "| test_count_pairs | 0 / 1 |" in _summary(attacked, "quiet")
     # tensors that agree with anything: the grader compares plain numbers in its own process
@@ -239,11 +280,11 @@ def test_a_checkpoint_with_the_reference_function_is_flagged_whatever_its_weight
 
 def test_killing_every_visible_process_harms_only_the_killer(attacked):
     rows = attacked["rows"]
-    assert rows["killer"].total == 0 and rows["killer"].flags == ["hidden code"]  # import signal
+    assert rows["killer"].total == 0 and rows["killer"].error == ""
     assert "the run ended without a result" in attacked["feedback"]["killer"]
     assert rows["sneaky"].assignment == "a3_bpe" and rows["sneaky"].error == ""  # the rest of the class was graded
     assert rows["forger"].assignment == "a3_bpe" and rows["forger"].error == ""
-    assert len(attacked["csv"].splitlines()) == 1 + len(rows)
+    assert len(attacked["csv"].splitlines()) == 1 + attacked["class_size"]
 
 
 def test_nothing_outside_the_sandboxes_changes(attacked):
@@ -260,13 +301,13 @@ def test_nothing_outside_the_sandboxes_changes(attacked):
 def test_the_sandbox_sees_and_may_do_nothing_else(attacked):
     text = attacked["feedback"]["sneaky"]
     for what in ("edit classmate", "read classmate", "read solutions", "write package", "allocate 7 GiB",
-                 "network", "400 processes"):
+                 "network", "400 processes", "user namespace", "user namespace by clone"):
         assert f"{what} REFUSED" in text, what
     if len(os.sched_getaffinity(0)) >= 2:  # two workers, a CPU each: a busy submission slows no other
         assert "CPUs 1" in text
     row = attacked["rows"]["sneaky"]
-    # contained (its code ran to the end); its imports (socket, subprocess, sys) are hidden code
-    assert row.error == "" and row.flags == ["hidden code"] and row.total == 0
+    # contained (its code ran to the end): its answers are the solution's, and count
+    assert row.error == "" and row.flags == [] and row.total == 9
 
 
 def test_a_later_cell_cannot_change_an_earlier_probe_s_answer(attacked):
@@ -276,14 +317,13 @@ def test_a_later_cell_cannot_change_an_earlier_probe_s_answer(attacked):
     assert row.scores["test_count_pairs"] == 0, "the forged answer was taken"
     assert "| test_count_pairs | 0 / 1 |" in _summary(attacked, "forger")
     assert row.scores["test_merge_pair"] == 1  # an honest answer still counts (train_bpe uses the wrong count_pairs)
-    assert "hidden code" in row.flags  # `import json, sys, subprocess` in the last answer cell
-    assert row.scores["test_encode_slides"] == 0 and row.scores["test_encode_reference"] == 0
+    # its encode_word is the solution's, on the grader's merges: those questions are earned
+    assert row.scores["test_encode_slides"] == 1 and row.scores["test_encode_reference"] == 2
 
 
 def test_unreadable_code_bad_metadata_and_huge_output_are_one_row_s_problem(attacked):
     row = attacked["rows"]["messy"]
-    assert row.assignment == "a3_bpe" and "hidden code" in row.flags
-    assert "code nested too deeply to be read" in _summary(attacked, "messy")
+    assert row.assignment == "a3_bpe" and row.error == ""  # code nested too deeply for ast.unparse: graded
     assert len(attacked["feedback"]["messy"]) < 8 * 2**20  # 256 MiB printed, a few MiB kept
     assert "the grader kept the first 2 MiB of output" in attacked["feedback"]["messy"]
 
@@ -298,12 +338,41 @@ def test_hidden_tests_never_reach_the_feedback(attacked):
         assert not [line for line in hidden if line in text and "_rng" in line], student
 
 
+def test_issue_63s_attacks_cost_only_the_attacked_questions_and_the_class_is_graded(attacked):
+    rows = attacked["rows"]
+    # the course's reference reached through typing.sys, a subscript and a default argument: tripwires
+    referee = rows["referee"]
+    for question in ("test_count_pairs", "test_merge_pair", "test_train_bpe_slides", "test_train_bpe_tokenizers"):
+        assert referee.scores[question] == 0, question
+    assert "is a reference answer of a3_bpe" in attacked["feedback"]["referee"]
+    assert referee.flags == [] and referee.review == []  # no text names it: judged by what it did
+    # certifi.__main__, grader.__main__ and SystemExit in an answer: the grader imported nothing of it
+    assert rows["exiter"].error == "" and rows["exiter"].total == 9 and rows["exiter"].flags == []
+    # a disk filled and busy processes: the sandbox's own tmpfs and CPU share, not the classmates'
+    assert "disk full after" in attacked["feedback"]["hog"]
+    for student in ("sneaky", "exiter", "hog"):
+        assert "timed out" not in rows[student].flags and rows[student].total == 9, student
+    # another assignment's notebook in the class: its row's error
+    assert "is the assignment a2_transformer, not a3_bpe" in rows["wrong"].error and rows["wrong"].total == 0
+    assert {r.student for r in rows.values() if r.assignment == "a3_bpe" or r.error} >= {
+        "cleanup", "quiet", "killer", "sneaky", "messy", "forger", "referee", "exiter", "hog", "wrong", "=2+3"}
+
+
+def test_no_user_namespace_inside_a_sandbox():
+    # issue 63, 7: as root bwrap cannot --disable-userns; the seccomp filter refuses CLONE_NEWUSER
+    for argv in (["unshare", "-U", "/bin/true"], ["unshare", "-Ur", "--fork", "/bin/true"]):
+        started, done = grader_sandbox.run_empty(argv, ROOT)
+        assert started and done.returncode != 0 and b"Operation not permitted" in done.stderr, argv
+    started, done = grader_sandbox.run_empty(["/bin/sh", "-c", "echo inside"], ROOT)
+    assert started and done.returncode == 0 and done.stdout == b"inside\n"  # the filter lets the rest run
+
+
 def test_spreadsheet_formulas_are_escaped(attacked):
     assert "\n'=2+3,,," in attacked["csv"]
     rows = [grader_report.Row("=SUM(A1)", error="-1 is not a notebook", flags=["@x", "+y"]), grader_report.Row("+cmd"), grader_report.Row("@a"),
             grader_report.Row("plain-name")]
     lines = grader_report.grades_csv(rows).splitlines()[1:]
-    assert lines == ["'+cmd,,,,,", "'=SUM(A1),,,,'@x; +y,'-1 is not a notebook", "'@a,,,,,", "plain-name,,,,,"]
+    assert lines == ["'+cmd,,,,,,", "'=SUM(A1),,,,'@x; +y,'-1 is not a notebook,", "'@a,,,,,,", "plain-name,,,,,,"]
 
 
 # ---- without running anything ------------------------------------------------------------

@@ -14,6 +14,11 @@ from grader import verdicts as grader_verdicts
 from grader.verdicts import Question
 
 
+#: course code that answers a question without being compared by name (the reference model's
+#: decoding step and loss): a tripwire in the sandbox (grader.student_side)
+REFERENCE_CODE = ["course_utils.seq2seq.Seq2Seq", "course_utils.seq2seq.seq2seq_loss"]
+
+
 def reference():
     import torch
     from course_utils import attention, seq2seq
