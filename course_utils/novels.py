@@ -3,7 +3,7 @@
 
 - sentences and next-sentence pairs: ``split_sentences``, ``chapter_documents`` (NSP
   "documents": runs of consecutive paragraphs of one chapter), ``nsp_pairs`` (50 % true
-  next sentence, 50 % a sentence of another document);
+  next sentence, 50 % the next sentence of another document);
 - a train/test split by paragraph: ``split_paragraphs``;
 - four fine-tuning tasks: ``book_passages`` (which novel a passage comes from),
   ``name_tagging`` (which words are character names, from the name lists
@@ -35,16 +35,22 @@ def nsp_pairs(documents: Sequence[Sequence[str]], num_pairs: int, seed: int = 0
               ) -> list[tuple[str, str, int]]:
     """``(a, b, is_next)`` triples for next-sentence prediction: ``a`` is a sentence with a
     successor in its document; half the time ``b`` is that successor (is_next = 1), half
-    the time a random sentence of another document (is_next = 0). ``documents``: lists
-    of sentences. Taught in: 05_bert."""
+    the time the successor of a random sentence of another document (is_next = 0).
+    ``documents``: lists of sentences. Both kinds of ``b`` are drawn from the same pool
+    (sentences that follow another one in their document), so that nothing about ``b``
+    alone, such as opening a paragraph or a quotation, tells the two apart: only how ``b``
+    goes with ``a`` does (issue 65: with ``b`` drawn from any sentence, a negative's ``b``
+    opened a paragraph half the time in the held-out paragraphs, a positive's never).
+    Taught in: 05_bert."""
     if not isinstance(num_pairs, int) or num_pairs < 1:
         raise ValueError(f"num_pairs must be a positive int, got {num_pairs!r}")
     docs = [list(d) for d in documents if len(d) > 0]
     if len(docs) < 2:
         raise ValueError(f"need at least two non-empty documents, got {len(docs)}")
     starts = [(d, i) for d, doc in enumerate(docs) for i in range(len(doc) - 1)]
-    if not starts:
-        raise ValueError("no document has two sentences: there is no true next sentence")
+    if len({d for d, _ in starts}) < 2:
+        raise ValueError("need at least two documents of two sentences or more: a negative's b is "
+                         "a true successor in another document")
     rng = random.Random(seed)
     pairs = []
     for _ in range(num_pairs):
@@ -52,9 +58,10 @@ def nsp_pairs(documents: Sequence[Sequence[str]], num_pairs: int, seed: int = 0
         if rng.random() < 0.5:
             pairs.append((docs[d][i], docs[d][i + 1], 1))
         else:
-            other = rng.randrange(len(docs) - 1)
-            other += other >= d  # any document but d
-            pairs.append((docs[d][i], rng.choice(docs[other]), 0))
+            other, j = rng.choice(starts)
+            while other == d:                 # any document but d
+                other, j = rng.choice(starts)
+            pairs.append((docs[d][i], docs[other][j + 1], 0))
     return pairs
 
 
@@ -83,23 +90,22 @@ def _runs(paragraphs) -> list[tuple[str, int, list[str]]]:
 def continuation_pairs(paragraphs, num_pairs: int, max_words: int = 20, seed: int = 0
                        ) -> list[tuple[str, str, int]]:
     """``(a, b, label)`` for a sentence-pair task harder than NSP: label 1, ``b`` is the
-    sentence after ``a`` in the novel; label 0, ``b`` is a sentence of the *same novel* from
-    another chapter (NSP's negatives come from anywhere, so the topic alone often gives
-    them away). Both sentences have at most ``max_words`` words; exactly half the pairs are
-    1 (shuffled). Taught in: 05_bert."""
+    sentence after ``a`` in the novel; label 0, ``b`` is the sentence after another sentence
+    of the *same novel* in another chapter (NSP's negatives come from anywhere, so the topic
+    alone often gives them away). As in ``nsp_pairs``, both kinds of ``b`` come from one pool
+    (sentences that follow another in their run of paragraphs), so ``b`` alone, its opening
+    quotation mark, paragraph start or length, does not give the label away. Both sentences
+    have at most ``max_words`` words; exactly half the pairs are 1 (shuffled).
+    Taught in: 05_bert."""
     if not isinstance(num_pairs, int) or num_pairs < 2:
         raise ValueError(f"num_pairs must be an int >= 2, got {num_pairs!r}")
     short = lambda sentence: len(sentence.split()) <= max_words
-    runs = _runs(paragraphs)
-    starts = [(book, chapter, a, b) for book, chapter, sentences in runs
+    starts = [(book, chapter, a, b) for book, chapter, sentences in _runs(paragraphs)
               for a, b in zip(sentences, sentences[1:]) if short(a) and short(b)]
-    pool: dict[tuple[str, int], list[str]] = {}
-    for book, chapter, sentences in runs:
-        pool.setdefault((book, chapter), []).extend(filter(short, sentences))
-    chapters: dict[str, list[tuple[str, int]]] = {}   # a book's chapters that hold a short sentence
-    for key, sentences in pool.items():
-        if sentences:
-            chapters.setdefault(key[0], []).append(key)
+    successors: dict[str, list[tuple[int, str]]] = {}   # book -> (chapter, b) of every start
+    for book, chapter, _, b in starts:
+        successors.setdefault(book, []).append((chapter, b))
+    chapters = {book: {c for c, _ in pool} for book, pool in successors.items()}   # book -> its chapters
     if len(starts) < num_pairs:
         raise ValueError(f"asked for {num_pairs} pairs, the paragraphs hold {len(starts)} sentence pairs "
                          f"of <= {max_words} words")
@@ -109,10 +115,12 @@ def continuation_pairs(paragraphs, num_pairs: int, max_words: int = 20, seed: in
         if k % 2 == 0:
             pairs.append((a, b, 1))
         else:
-            others = [key for key in chapters.get(book, ()) if key[1] != chapter]
-            if not others:
+            if chapters[book] == {chapter}:
                 raise ValueError(f"{book} has no other chapter to draw a negative from")
-            pairs.append((a, rng.choice(pool[rng.choice(others)]), 0))
+            other, negative = rng.choice(successors[book])
+            while other == chapter:
+                other, negative = rng.choice(successors[book])
+            pairs.append((a, negative, 0))
     rng.shuffle(pairs)
     return pairs
 

@@ -137,11 +137,13 @@ def test_nsp_pairs_are_half_true_successors_and_half_from_other_documents():
         db, ib = map(int, b[1:].split("s"))
         if is_next:
             assert (db, ib) == (da, ia + 1)
-        else:
-            assert db != da
+        else:   # another document's sentence, one that has a predecessor there (as a positive's b has)
+            assert db != da and ib >= 1
     assert pairs == novels.nsp_pairs(docs, 4000, seed=0)
     with pytest.raises(ValueError, match="two non-empty documents"):
         novels.nsp_pairs([["only one"]], 3)
+    with pytest.raises(ValueError, match="two documents of two sentences"):
+        novels.nsp_pairs([["one", "two"], ["alone"]], 3)
     with pytest.raises(ValueError, match="num_pairs"):
         novels.nsp_pairs(docs, 0)
 
@@ -184,6 +186,56 @@ def test_every_is_next_pair_of_the_novels_is_consecutive_text(split):
     assert len(is_next) > 9_000
     wrong = [pair for pair in is_next if pair not in following]
     assert not wrong, f"{len(wrong)} of {len(is_next)} IsNext pairs are not consecutive, e.g. {wrong[0]}"
+
+
+_QUOTES = "\"'\u201c\u2018"
+
+
+@functools.lru_cache(maxsize=1)
+def _paragraph_openings():
+    from course_utils.data import load_english_text
+    return frozenset(novels.split_sentences(p.text)[0] for p in load_english_text()
+                     if p.chapter > 0 and novels.split_sentences(p.text))
+
+
+def _one_feature_rules(pairs):
+    """{feature of b: (share among positives, share among negatives, accuracy of the best rule
+    'label 0 if the feature holds', either way round)}; for the length of b, the best threshold."""
+    openings = _paragraph_openings()
+    features = {"opens with a quotation mark": lambda b: b[:1] in _QUOTES,
+                "opens a paragraph": lambda b: b in openings}
+    features.update({f"at most {n} words": (lambda b, n=n: len(b.split()) <= n) for n in range(2, 41)})
+    rules = {}
+    for name, feature in features.items():
+        hits = [(feature(b), label) for _, b, label in pairs]
+        positives = [h for h, label in hits if label == 1]
+        negatives = [h for h, label in hits if label == 0]
+        accuracy = sum(h != label for h, label in hits) / len(hits)
+        rules[name] = (sum(positives) / len(positives), sum(negatives) / len(negatives),
+                       max(accuracy, 1 - accuracy))
+    return rules
+
+
+@pytest.mark.parametrize("task, split, num_pairs, tolerance", [
+    ("nsp", 1, 20_000, 0.03), ("nsp", 0, 20_000, 0.03),
+    ("continuation", 1, 1_600, 0.05), ("continuation", 0, 9_000, 0.03)],
+    ids=["nsp-held-out", "nsp-training", "continuation-held-out", "continuation-training"])
+def test_no_one_feature_rule_on_b_separates_the_pair_labels(task, split, num_pairs, tolerance):
+    """Issue 65: with a negative's b drawn from any sentence, a held-out positive's b never
+    opened a paragraph and a negative's did half the time; in Austen a paragraph often opens
+    with a quotation mark (5 % of positives against 34 % of negatives), and "NotNext if b
+    opens with a quote" scored 0.63 on held-out NSP, "NotNext if b opens a paragraph" 0.76.
+    Now each feature's share (39 lengths among them) agrees between positives and negatives
+    within ``tolerance`` (2-4 standard errors of a share at ``num_pairs``; the old pairs missed
+    it by 0.08 to 0.54), and no rule on one of them beats chance (0.5) by more than half of
+    it (the old rules: 0.54 to 0.76)."""
+    paragraphs = _novel_splits()[split]
+    pairs = (novels.nsp_pairs(novels.chapter_documents(paragraphs), num_pairs, seed=7)
+             if task == "nsp" else novels.continuation_pairs(paragraphs, num_pairs, seed=7))
+    rules = _one_feature_rules(pairs)
+    for name, (positives, negatives, accuracy) in rules.items():
+        assert abs(positives - negatives) <= tolerance, (name, positives, negatives)
+        assert accuracy <= 0.5 + tolerance / 2, (name, accuracy)
 
 
 # -- the small BERT ------------------------------------------------------------------
@@ -267,7 +319,7 @@ def test_classifier_heads_shapes_and_bad_shapes():
     mask = torch.tensor([[1, 1, 1, 1, 0]])
     assert B.SequenceClassifier(encoder, 6)(ids, None, mask).shape == (1, 6)
     assert B.TokenClassifier(encoder, 2)(ids, None, mask).shape == (1, 5, 2)
-    with pytest.raises(ValueError, match="shape of input_ids"):
+    with pytest.raises(ValueError, match=r"token_type_ids must have shape \(batch, n\) with n = 5 \(from input_ids\)"):
         encoder(ids, torch.zeros(1, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="divisible"):
         B.BertConfig(vocab_size=10, d_model=30, num_heads=4)
@@ -513,10 +565,14 @@ def test_the_shipped_small_bert_is_the_fast_model_and_scores_what_its_card_says(
     fresh = BT.train_wordpiece_tokenizer((p.text for p in train), recipes.BERT_FAST.vocab_size).get_vocab()
     assert len(fresh) == len(tok.get_vocab()) == recipes.BERT_FAST.vocab_size
     assert len(set(fresh) & set(tok.get_vocab())) > 0.99 * recipes.BERT_FAST.vocab_size
-    pairs = novels.nsp_pairs(novels.chapter_documents(test), 2000, seed=1)   # what the script scored
+    pairs = novels.nsp_pairs(novels.chapter_documents(test), 2000, seed=1)   # as the script scores them
     scores = BT.evaluate_pretraining(model, tok, pairs, recipes.BERT_FAST.max_len)
-    for key in ("mlm_accuracy", "nsp_accuracy"):
-        assert scores[key] == pytest.approx(info["heldout"][key], abs=0.01)
+    # The card's scores (info["heldout"]: masked LM 0.357, NSP 0.732) were measured on held-out pairs
+    # drawn before issue 65, whose NotNext b a surface cue gave away; on today's pairs (measured
+    # 2026-12-07, noted on the card) the checkpoint scores:
+    assert scores["mlm_accuracy"] == pytest.approx(0.343, abs=0.01)
+    assert scores["nsp_accuracy"] == pytest.approx(0.672, abs=0.01)
+    assert info["heldout"]["nsp_accuracy"] > scores["nsp_accuracy"] + 0.03   # part of the old 0.73 was the cue
     assert scores["mlm_accuracy"] > 0.25 and scores["nsp_accuracy"] > 0.6   # it did learn
 
 
