@@ -214,7 +214,7 @@ CHP_SPEC    ?= configurable-http-proxy@5.3.0
 HUB_PIP      = $(HUB_VENV)/bin/python -m pip install --progress-bar on
 .PHONY: hub-venv hub-loopback
 hub-venv:
-	@test -x $(HUB_VENV)/bin/jupyterhub || { set -e; \
+	@test -f $(HUB_VENV)/.installed || { set -e; \
 	    echo "make: the hub's venv $(HUB_VENV) from $(HUB_PYTHON)"; \
 	    $(HUB_PYTHON) -m venv $(HUB_VENV); \
 	    $(HUB_VENV)/bin/python -m pip install --quiet "$(PIP_SPEC)"; \
@@ -224,10 +224,13 @@ hub-venv:
 	    $(HUB_PIP) -c constraints.txt -r requirements/dev.txt; \
 	    echo "make: $(HUB_VENV): $(JUPYTERHUB_SPEC)"; \
 	    $(HUB_PIP) -c constraints.txt "$(JUPYTERHUB_SPEC)"; \
-	    $(HUB_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .; }
+	    $(HUB_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .; \
+	    touch $(HUB_VENV)/.installed; }
 	@test -x build/hub/chp/node_modules/.bin/configurable-http-proxy || { \
 	    echo "make: configurable-http-proxy ($(CHP_SPEC)) from npm into build/hub/chp"; \
 	    npm install --no-audit --no-fund --prefix build/hub/chp "$(CHP_SPEC)"; }
+	@# JupyterLab's defaults for students, as binder/postBuild sets them in the image
+	@mkdir -p $(HUB_VENV)/share/jupyter/lab/settings && cp binder/overrides.json $(HUB_VENV)/share/jupyter/lab/settings/
 	@echo "make: the hub's venv is ready: $$($(HUB_VENV)/bin/jupyterhub --version 2>/dev/null | head -1) on $$($(HUB_VENV)/bin/python -c 'import sys; print(sys.version.split()[0])')"
 
 hub-loopback: $(STAMP) hub-venv

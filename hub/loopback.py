@@ -6,7 +6,7 @@ grades become Moodle and Canvas imports. Every step is checked; the figures (hub
 server's first start, memory per student server, a student's first notebook) are printed as
 JSON and written to build/hub/loopback.json.
 
-Run by tests/test_hub.py (`make hub-loopback`, in `make integration` when build/hub/ holds the
+Run by tests/test_hub.py (`make hub-loopback`; in `make integration` once `make hub-venv` built the
 hub's venv). Needs root (it creates local users and JupyterHub's LocalProcessSpawner starts
 each server as its user), the hub's venv in build/hub/venv (the course's image: the locked
 `dev` set on torch's CPU build, plus jupyterhub; never the course's .venv) and
@@ -57,13 +57,13 @@ def missing() -> str | None:
     if os.geteuid() != 0:
         return "needs root (local users; the spawner starts each server as its user)"
     if not (VENV / "bin" / "jupyterhub").exists():
-        return f"no hub venv at {VENV} (make hub-loopback builds it)"
+        return f"no hub venv at {VENV} (make hub-venv builds it)"
     interpreter = (VENV / "bin" / "python").resolve()
     if any(not os.stat(d).st_mode & 0o001 for d in interpreter.parents):
         return (f"the hub venv's Python ({interpreter}) is in a folder other users cannot enter; "
                 "rebuild it with HUB_PYTHON=/usr/bin/python3.11 (or another system Python)")
     if not CHP.exists():
-        return f"no configurable-http-proxy at {CHP} (make hub-loopback installs it with npm)"
+        return f"no configurable-http-proxy at {CHP} (make hub-venv installs it with npm)"
     if not shutil.which("useradd") or not shutil.which("bwrap"):
         return "needs useradd and bwrap (the grader's sandbox)"
     return None
@@ -296,7 +296,8 @@ def execute_notebook(hub: Hub, user: str, path: str, timeout: float = 900) -> di
 
 def in_chromium(url: str, password: str) -> str:
     """Each student in Chromium (tests/browser.py's offline context: nothing but 127.0.0.1):
-    the hub's login form, JupyterLab on their notebooks/, 00 opened from the file browser.
+    the hub's login form, JupyterLab on their notebooks/, 00 opened from the file browser,
+    drawn, its kernel started and idle.
     Screenshots in build/hub/<student>-*.png. Skipped, and said so, without /usr/bin/chromium."""
     sys.path.insert(0, str(ROOT / "tests"))
     import browser
@@ -315,8 +316,14 @@ def in_chromium(url: str, password: str) -> str:
             item.wait_for(timeout=120_000)
             page.screenshot(path=str(HUB / f"{user}-lab.png"))
             item.dblclick()
-            page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=120_000)
+            # the notebook drawn (its title rendered) and its kernel started and idle
+            page.wait_for_selector(".jp-NotebookPanel .jp-RenderedMarkdown h1", timeout=120_000)
+            page.wait_for_selector(".jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status='idle']",
+                                   timeout=180_000)
+            assert "00" in page.locator(".jp-NotebookPanel .jp-RenderedMarkdown h1").first.inner_text()
             page.screenshot(path=str(HUB / f"{user}-00.png"))
+            # the image's JupyterLab defaults (binder/overrides.json): no question about news
+            assert not page.get_by_text("notified about official Jupyter news").count(), f"{user}: news pop-up"
             assert not page.locator("text=Formgrader").count(), f"{user}: the lecturer's Formgrader is in the menu"
             assert not blocked, blocked[:5]
     log("students in Chromium")

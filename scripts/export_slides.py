@@ -12,8 +12,10 @@ explorers send beside the widget, see course_utils.widgets) or nothing.
 
 The slides are 1280x720 (16:9; slides/course_reveal.html.j2 lays them out): a long title cell
 is split after its first paragraph (the learning goals go on a sub-slide of their own), a text
-cell with several `##` sections (Summary, Exercises) gives each its own slide, long code and
-long slides scroll, figures are scaled to fit.
+cell with several `##` sections (Summary, Exercises) gives each its own slide, each figure
+gets a sub-slide of its own (figures_apart), long code scrolls inside its box, and a slide still
+taller than 1280x720 is scaled down to fit (the template); tests/test_slides.py checks every slide
+of every deck in Chromium.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import nbformat
 from nbconvert import SlidesExporter
 from traitlets.config import Config
 
+from course_utils.files import chapters  # the course's notebooks in taught order (one definition)
 from scripts.slide_metadata import shown_source
 
 REPO = Path(__file__).resolve().parent.parent
@@ -162,10 +165,146 @@ def split_sections(nb):
     return nb
 
 
-def chapters(folder: Path = REPO / "notebooks") -> list[Path]:
-    """The course's notebooks in the order they are taught: by number, then a chapter before its
-    follow-ups (``05_bert`` before ``05_bert_finetuning``, ``07_gpt`` before ``07b_small_llm``)."""
-    return sorted(folder.glob("[0-9][0-9]*_*.ipynb"), key=lambda p: (p.name[:2], p.stem.split("_")[0], p.stem))
+def _is_figure(output) -> bool:
+    return any(k.startswith("image/") for k in output.get("data", {}))
+
+
+#: a code cell this short keeps its (first) figure on its slide
+SHORT_CODE = 4
+
+
+def figures_apart(nb):
+    """``nb`` with every figure on a sub-slide of its own: a code cell that draws keeps its code
+    (and what it printed before the figure) where it was, and each figure, with the text printed
+    after it, becomes an input-less cell (tag ``remove-input``) that starts a sub-slide. A code
+    cell and its figure together are taller than a 1280x720 slide (a legend or an axis below the
+    fold), and a figure alone is drawn as large as the slide allows (slides/course_reveal.html.j2).
+    A cell whose code is hidden or short (SHORT_CODE lines: a plot call) keeps its first figure."""
+    cells = []
+    for cell in nb.cells:
+        outputs = cell.get("outputs", []) if cell.cell_type == "code" else []
+        starts = [i for i, o in enumerate(outputs) if _is_figure(o)]
+        hidden = NO_INPUT in cell.metadata.get("tags", [])
+        kind = cell.metadata.get("slideshow", {}).get("slide_type")
+        if kind in ("skip", "notes") or NO_CELL in cell.metadata.get("tags", []):
+            starts = []   # not on a slide at all
+        elif hidden or len(cell.source.strip().splitlines()) <= SHORT_CODE:
+            starts = starts[1:]   # a plot call stays with its figure (paged() gives them a slide)
+        if not starts:
+            cells.append(cell)
+            continue
+        head = copy.deepcopy(cell)
+        head.outputs = outputs[:starts[0]]
+        if not head.source.strip() and not head.outputs:
+            head = None
+        if head is not None:
+            cells.append(head)
+        for k, (a, b) in enumerate(zip(starts, [*starts[1:], len(outputs)])):
+            piece = copy.deepcopy(cell)
+            piece.outputs = outputs[a:b]
+            piece.metadata["slideshow"] = {"slide_type": "subslide"}
+            tags = [t for t in piece.metadata.get("tags", []) if t != NO_CELL]
+            piece.metadata["tags"] = [*tags, NO_INPUT] if NO_INPUT not in tags else tags
+            if "id" in piece:
+                piece["id"] = f"{piece['id'][:56]}-fig{k}"   # ids stay unique
+            cells.append(piece)
+    nb = copy.copy(nb)
+    nb.cells = cells
+    return nb
+
+
+#: the height a slide has for content (1280x720 less the margins and the strip at the bottom
+#: that reveal.js's arrows take, slides/course_reveal.html.j2), in CSS pixels
+SLIDE_HEIGHT = 618
+
+
+def _wrapped(text: str, width: int) -> int:
+    return sum(max(1, -(-len(line) // width)) for line in text.splitlines() or [""])
+
+
+def height(cell) -> int:
+    """About how tall ``cell`` is drawn on a slide, in CSS pixels (the template's fonts: text
+    23 px, code 16 px at most 420 px before it scrolls, printed text 15 px at most 360 px,
+    figures at most 600 px); 0 for a cell that is not shown."""
+    tags = cell.metadata.get("tags", [])
+    if NO_CELL in tags or cell.metadata.get("slideshow", {}).get("slide_type") in ("skip", "notes"):
+        return 0
+    if cell.cell_type == "markdown":
+        px = 0
+        for block in cell.source.split("\n\n"):
+            head = block.lstrip().startswith("#")
+            px += (56 if head else 33 * _wrapped(block, 95)) + 14
+        return px
+    if cell.cell_type != "code":
+        return 0
+    px = 0 if NO_INPUT in tags else min(21 * _wrapped(cell.source, 110), 420) + 24
+    for out in cell.get("outputs", []):
+        data = out.get("data", {})
+        if _is_figure(out):
+            px += 600
+        elif "text/html" in data and re.search(r"<(svg|script|img|canvas)\b", "".join(data["text/html"])):
+            px += 600   # a drawing or an interactive view (bertviz)
+        elif "text/html" in data:
+            rows = "".join(data["text/html"]).count("<tr")
+            px += min(30 * max(rows, 2), 600) + 10
+        else:
+            text = out.get("text") or "".join(data.get("text/plain", ""))
+            px += min(20 * _wrapped(str(text), 125), 360) + 10
+    return px
+
+
+def _text_pages(cell) -> list:
+    """A text cell taller than a slide (an appendix, say) cut between paragraphs, lists and
+    tables (never inside a fenced block) into pieces that each fit a slide; any other cell as is."""
+    if cell.cell_type != "markdown" or height(cell) <= SLIDE_HEIGHT:
+        return [cell]
+    blocks, fenced = [[]], False
+    for line in cell.source.split("\n"):
+        if not fenced and not line.strip() and blocks[-1]:
+            blocks.append([])
+            continue
+        fenced ^= line.lstrip().startswith("```")
+        blocks[-1].append(line)
+    pages, current = [], []
+    for block in ("\n".join(b) for b in blocks if b):
+        trial = nbformat.v4.new_markdown_cell("\n\n".join([*current, block]))
+        if current and height(trial) > SLIDE_HEIGHT:
+            pages.append(current)
+            current = []
+        current.append(block)
+    pages.append(current)
+    pieces = []
+    for k, page in enumerate(pages):
+        piece = copy.deepcopy(cell)
+        piece.source = "\n\n".join(page)
+        if k:
+            piece.metadata["slideshow"] = {"slide_type": "subslide"}
+            if "id" in piece:
+                piece["id"] = f"{piece['id'][:56]}-p{k}"   # ids stay unique
+        pieces.append(piece)
+    return pieces
+
+
+def paged(nb):
+    """``nb`` with a sub-slide started wherever the slide so far and the next cell would not fit
+    the slide together (height(), against SLIDE_HEIGHT): a section's text, then its code on the
+    next sub-slide, its printed results on the one after, instead of one slide shrunk to
+    illegible. A cell alone taller than a slide keeps it to itself (the template scales it)."""
+    cells, used = [], 0
+    for cell in (piece for cell in nb.cells for piece in _text_pages(cell)):
+        h = height(cell)
+        kind = cell.metadata.get("slideshow", {}).get("slide_type")
+        if kind in ("slide", "subslide"):
+            used = 0
+        elif h and used and used + h > SLIDE_HEIGHT:
+            cell = copy.deepcopy(cell)
+            cell.metadata["slideshow"] = {"slide_type": "subslide"}
+            used = 0
+        used += h
+        cells.append(cell)
+    nb = copy.copy(nb)
+    nb.cells = cells
+    return nb
 
 
 def title(notebook: Path) -> str:
@@ -195,7 +334,8 @@ def copy_vendor(out: Path) -> None:
 
 
 def export(notebook: Path, out: Path, slides: SlidesExporter) -> Path:
-    nb = split_sections(split_title(presented(without_widgets(nbformat.read(notebook, as_version=4)))))
+    nb = paged(figures_apart(split_sections(split_title(presented(without_widgets(
+        nbformat.read(notebook, as_version=4)))))))
     body, _ = slides.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})
     for name, url in URLS.items():  # nothing may point at the network any more
         assert "://" not in url, name
@@ -249,7 +389,7 @@ def write_index(decks: list[tuple[Path, str]], out: Path, home: str | None = Non
         f"<main>\n<ol class=\"decks\">\n{items}\n</ol>\n"
         "<p>Keys: <kbd>→</kbd> <kbd>←</kbd> next and previous slide (<kbd>↓</kbd> <kbd>↑</kbd> within a "
         "section), <kbd>S</kbd> speaker notes, <kbd>F</kbd> full screen, <kbd>Esc</kbd> overview. "
-        "A long slide or code cell scrolls with the mouse wheel.</p>\n"
+        "A long code cell scrolls with the mouse wheel.</p>\n"
         f"<p class=\"repository\">{where}</p>\n</main>\n</body></html>\n",
         encoding="utf-8")
     return index

@@ -1,7 +1,7 @@
 """Lecturers' mode: slide metadata on every notebook, the vendored deck libraries, the
 exported reveal.js decks opening offline in Chromium and fitting a 16:9 projector (1280x720
-and 1920x1080: titles inside the slide, long code and long slides scrollable, figures no
-wider than the slide), the styled index, and RISE slides inside JupyterLab."""
+and 1920x1080: every figure, legend and line of text inside its slide, no figure under the
+arrows), the styled index, and RISE slides inside JupyterLab."""
 
 import contextlib
 import html
@@ -152,43 +152,85 @@ def test_decks_split_a_long_title_cell_and_cells_with_several_sections():
     assert len(export_slides.split_title(short).cells) == 1
 
 
+def test_each_figure_gets_a_sub_slide_and_a_full_slide_starts_a_new_one():
+    import nbformat
+    figure = nbformat.v4.new_output("display_data", data={"image/png": "iVBOR", "text/plain": "<Figure>"})
+    printed = nbformat.v4.new_output("stream", text="loss 0.3\n")
+    long_code = "\n".join(f"x{i} = {i}" for i in range(8))
+    cells = [nbformat.v4.new_markdown_cell("## A section", metadata={"slideshow": {"slide_type": "slide"}}),
+             nbformat.v4.new_code_cell(long_code, outputs=[printed, figure, printed, figure]),
+             nbformat.v4.new_code_cell("plt.plot(x)\nplt.show()", outputs=[figure]),
+             nbformat.v4.new_code_cell("skipped()", outputs=[figure], metadata={"slideshow": {"slide_type": "skip"}})]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    apart = export_slides.figures_apart(nb)
+    # the long cell: its code with what it printed first, then each figure (and what follows it) alone
+    assert [(c.source[:3], [o.output_type for o in c.outputs], c.metadata.get("slideshow", {}).get("slide_type"),
+             "remove-input" in c.metadata.get("tags", [])) for c in apart.cells[1:4]] == [
+        ("x0 ", ["stream"], None, False), ("x0 ", ["display_data", "stream"], "subslide", True),
+        ("x0 ", ["display_data"], "subslide", True)]
+    assert apart.cells[4].source.startswith("plt.plot") and len(apart.cells[4].outputs) == 1  # a plot call keeps it
+    assert apart.cells[5] == cells[3] and len(apart.cells) == 6       # a skipped cell stays as it was
+    assert len({c.id for c in apart.cells}) == 6 and len(nb.cells) == 4   # ids unique; nb untouched
+    # paged: the short plot (code + a 600 px figure) does not fit under the text: a new sub-slide
+    text = nbformat.v4.new_markdown_cell("Some words.\n\n" + "A long paragraph. " * 40)
+    nb = nbformat.v4.new_notebook(cells=[cells[0], text, cells[2]])
+    assert [c.metadata.get("slideshow", {}).get("slide_type") for c in export_slides.paged(nb).cells] == [
+        "slide", None, "subslide"]
+    # a text cell taller than a slide is cut between paragraphs, never inside a fence
+    appendix = nbformat.v4.new_markdown_cell("\n\n".join(["A paragraph. " * 30] * 6 + ["```\na\n\nb\n```"]))
+    pieces = export_slides.paged(nbformat.v4.new_notebook(cells=[appendix])).cells
+    assert len(pieces) >= 2 and all(export_slides.height(p) <= export_slides.SLIDE_HEIGHT for p in pieces)
+    assert "\n\n".join(p.source for p in pieces) == appendix.source and "```\na\n\nb\n```" in pieces[-1].source
+
+
 def _first_heading(path) -> str:
     first = json.loads(path.read_text())["cells"][0]
     return "".join(first["source"]).splitlines()[0].lstrip("# ").strip()
 
 
-#: Every slide of the deck in turn (transitions are off, so each is laid out at once): where
-#: its first heading, its code blocks and its figures sit, measured against the window.
+#: Every slide of the deck in turn (transitions are off, so each is laid out at once, and the
+#: template's fitSlide() has run on it): whatever it shows must lie inside the slide, with nothing
+#: below the fold (the slide does not scroll: what does not fit is lost to the audience), and no
+#: figure under reveal.js's arrows or slide number (an axis label there is hidden).
 MEASURE_SLIDES = """() => {
-  const found = [], win = {w: window.innerWidth, h: window.innerHeight};
+  const found = [], win = {w: window.innerWidth, h: window.innerHeight}, zooms = [];
   const scrolls = (el, axis) => ['auto', 'scroll'].includes(getComputedStyle(el)['overflow' + axis]);
-  const inside = r => r.left >= -1 && r.top >= -1 && r.right <= win.w + 1 && r.bottom <= win.h + 1;
+  const inside = (r, b) => r.left >= b.left - 1 && r.top >= b.top - 1 && r.right <= b.right + 1 && r.bottom <= b.bottom + 1;
+  const overlaps = (a, b) => a.left < b.right && a.right > b.left && a.top < b.bottom && a.bottom > b.top;
+  const controls = [...document.querySelectorAll('.reveal .controls button, .reveal .slide-number')];
+  const shown = ['img', 'svg:not(svg svg)', 'table', 'h1', 'h2', 'h3', '.jp-Cell', '.jp-OutputArea-output',
+                 '.jp-RenderedMarkdown > *', 'pre', '.MathJax_CHTML'].join(',');
   const slides = Reveal.getSlides();
   slides.forEach((slide, n) => {
     const at = Reveal.getIndices(slide);
     Reveal.slide(at.h, at.v);
     slide.scrollTop = 0;
     const where = `slide ${n + 1} (${(slide.querySelector('h1,h2,h3') || {innerText: ''}).innerText.slice(0, 40)})`;
-    const heading = slide.querySelector('h1, h2, h3');
-    if (heading && heading.getBoundingClientRect().top < win.h && !inside(heading.getBoundingClientRect()))
-      found.push(`${where}: title outside the slide`);
-    if (slide.scrollHeight > slide.clientHeight + 2 && !scrolls(slide, 'Y'))
-      found.push(`${where}: taller than the slide and does not scroll`);
     const box = slide.getBoundingClientRect();
     if (box.right > win.w + 1 || box.bottom > win.h + 1) found.push(`${where}: the slide is larger than the window`);
+    if (slide.scrollHeight > slide.clientHeight + 2)
+      found.push(`${where}: content ${slide.scrollHeight}px tall in a ${slide.clientHeight}px slide (below the fold)`);
+    zooms.push(parseFloat((slide.firstElementChild || {style: {}}).style.zoom || 1));
+    slide.querySelectorAll(shown).forEach(el => {
+      const r = el.getBoundingClientRect();
+      if (!r.width || !r.height) return;
+      let up = el.parentElement, clipped = false;      // inside a box that scrolls: that box is checked
+      while (up && up !== slide) { if (up.tagName === 'PRE' || (scrolls(up, 'X') && up.scrollWidth > up.clientWidth + 2)) clipped = true; up = up.parentElement; }
+      if (clipped && el.tagName !== 'IMG') return;
+      const what = `${el.tagName.toLowerCase()}${el.className && el.className.baseVal === undefined ? '.' + String(el.className).split(' ')[0] : ''}`;
+      if (!inside(r, box))
+        found.push(`${where}: ${what} ${Math.round(r.width)}x${Math.round(r.height)} at (${Math.round(r.left - box.left)}, ${Math.round(r.top - box.top)}) outside the slide`);
+      if (['IMG', 'svg'].includes(el.tagName) && controls.some(c => overlaps(c.getBoundingClientRect(), r)))
+        found.push(`${where}: ${what} under the navigation arrows or the slide number`);
+    });
     slide.querySelectorAll('pre').forEach(pre => {
       if (pre.scrollWidth > pre.clientWidth + 2 && !scrolls(pre, 'X') && !scrolls(pre.parentElement, 'X'))
         found.push(`${where}: code cut on the right: ${pre.innerText.slice(0, 30)}`);
-      const r = pre.getBoundingClientRect();
-      if (r.width && r.right > box.right + 1) found.push(`${where}: code wider than the slide`);
-    });
-    slide.querySelectorAll('img').forEach(img => {
-      const r = img.getBoundingClientRect();
-      if (r.width > box.width + 1 || r.height > box.height + 1) found.push(`${where}: figure larger than the slide`);
     });
   });
   Reveal.slide(0, 0);
-  return {count: slides.length, found};
+  return {count: slides.length, found, smallest_zoom: Math.min(...zooms),
+          zoomed: zooms.filter(z => z < 0.999).length};
 }"""
 
 #: the projector resolutions the decks must fit; reveal.js scales the 1280x720 slide as a
@@ -201,10 +243,13 @@ BOTH_SIZES = ("04", "05", "07")
 def test_exported_decks_open_offline_and_fit_a_projector(decks, tmp_path):
     """Every deck opened from disk with the network cut off: reveal.js starts, the first slide
     shows the notebook's title, MathJax typesets the formulas, and at 1280x720 and 1920x1080
-    every slide's title is inside it, long code and long slides scroll instead of being cut,
-    figures fit (1920x1080 for 04, 05 and 07); nothing is fetched from outside. Screenshots
-    of 04 (both sizes, its bertviz slide) and of the index in build/slides-check/."""
+    everything every slide shows (figures, legends, text, code, tables) lies inside the slide,
+    nothing below the fold, no figure under the arrows or the slide number, nothing scaled below
+    60 % (1920x1080 for 04, 05 and 07); nothing is fetched from outside. Screenshots
+    of 04 (both sizes, its bertviz slide), of 02's first four figure slides and of the index in
+    build/slides-check/."""
     out, _, _ = decks
+    checked = []
     shots = browser.BUILD / "slides-check"
     shots.mkdir(parents=True, exist_ok=True)
     with browser.offline_chromium(tmp_path / "profile", viewport=PROJECTORS[0]) as (context, blocked):
@@ -230,8 +275,18 @@ def test_exported_decks_open_offline_and_fit_a_projector(decks, tmp_path):
                 measured = page.evaluate(MEASURE_SLIDES)
                 assert measured["count"] >= 3, notebook.name
                 assert not measured["found"], f"{notebook.name} at {width}x{height}: {measured['found'][:5]}"
+                assert measured["smallest_zoom"] >= 0.6, notebook.name   # the template's floor: legible
+                checked.append((notebook.stem, width, measured["count"], measured["zoomed"]))
                 if notebook.stem.startswith("04"):
                     page.screenshot(path=str(shots / f"{notebook.stem}-{width}x{height}.png"))
+            if notebook.stem.startswith("02"):  # its figures as the audience sees them (legends, axes)
+                figures = page.evaluate("() => Reveal.getSlides().map((s, n) => s.querySelector('img') ? n : -1)"
+                                        ".filter(n => n >= 0)")
+                assert len(figures) >= 4, notebook.name
+                for n in figures[:4]:
+                    page.evaluate(f"() => {{ const i = Reveal.getIndices(Reveal.getSlides()[{n}]); Reveal.slide(i.h, i.v); }}")
+                    page.screenshot(path=str(shots / f"{notebook.stem}-slide{n + 1}.png"))
+                page.evaluate("() => Reveal.slide(0, 0)")
             if notebook.stem.startswith("04"):  # the bertviz slide, as the audience sees it
                 page.evaluate("() => { const s = Reveal.getSlides().find(s => s.querySelector('[id^=bertviz]'));"
                               " const i = Reveal.getIndices(s); Reveal.slide(i.h, i.v); }")
@@ -253,6 +308,7 @@ def test_exported_decks_open_offline_and_fit_a_projector(decks, tmp_path):
         assert page.locator("ol.decks li a").count() == len(NOTEBOOKS)
         page.screenshot(path=str(shots / "index.png"))
     assert not blocked, f"the decks tried to reach the network: {blocked[:5]}"
+    print("slides checked (deck, width, slides, scaled down to fit):", checked)
 
 
 def _rise_notebook(folder: Path) -> str:
@@ -361,4 +417,12 @@ def test_decks_show_no_test_markers_and_leave_input_less_cells_as_outputs(decks)
     out, _, _ = decks
     for notebook in NOTEBOOKS:
         page = (out / f"{notebook.stem}.html").read_text()
-        assert "NBVAL_" not in page and "save_results(" not in page, notebook.stem
+        # the code the slides show (the prose may name a marker: 00 teaches what they are for)
+        inputs = [cell.split("jp-OutputArea")[0] for cell in page.split('<div class="jp-Cell ')[1:]
+                  if cell.startswith("jp-CodeCell")]
+        code = [html.unescape(re.sub(r"<[^>]+>", "", block)) for i in inputs
+                for block in re.findall(r"<pre>(.*?)</pre>", i, re.S)]
+        assert len(code) > 3, notebook.stem
+        shown = "\n".join(code)
+        assert "NBVAL_" not in shown and "save_results(" not in shown, notebook.stem
+        assert not re.search(r"^assert\b", shown, re.M), notebook.stem
