@@ -7,8 +7,9 @@ import datetime as dt
 import time
 from pathlib import Path
 
+from course_utils.files import chapters
+
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 
 
 def _stamp(text: str) -> dt.datetime:
@@ -19,7 +20,7 @@ def stored_notebook_times() -> list[dict]:
     """Wall time of each notebook's stored run: first cell started to last cell replied."""
     import nbformat
     rows = []
-    for path in sorted((ROOT / "notebooks").glob(NOTEBOOK_GLOB)):
+    for path in chapters():
         nb = nbformat.read(path, as_version=4)
         times = [c.metadata.get("execution", {}) for c in nb.cells if c.cell_type == "code"]
         starts = [t["iopub.execute_input"] for t in times if "iopub.execute_input" in t]
@@ -39,7 +40,7 @@ def run_notebook_times(timeout: int = 900) -> list[dict]:
     import nbformat
     from nbclient import NotebookClient
     rows = []
-    for path in sorted((ROOT / "notebooks").glob(NOTEBOOK_GLOB)):
+    for path in chapters():
         start = time.perf_counter()
         error = None
         try:

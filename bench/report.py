@@ -101,6 +101,8 @@ def render(report: dict) -> str:
         part = report.get(key)
         if part:
             out += [f"## {part['title']}", "", part["text"], ""]
+    for part in report.get("recorded", []):   # other run records kept by hand, in the order recorded
+        out += [f"## {part['title']}", "", part["text"], ""]
     at = report.get("attention")
     if at:
         out += ["## Attention: course_utils against torch", "",

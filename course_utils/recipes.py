@@ -20,6 +20,7 @@ that wants a variation makes one with ``dataclasses.replace(recipe, ...)``.
 ``"bert"``                      ``BERT_FAST``, ``_FULL``         05_bert, 05_bert_finetuning (and 07)
 ``"bpe"``                       ``BPE_FAST``, ``_FULL``          06_bpe
 ``"gpt"``                       ``GPT_FAST``, ``_FULL``          07_gpt
+``"llm"``                       ``LLM_FAST``, ``_FULL``          07b_small_llm
 ``"vit"``                       ``VIT_FAST``, ``_FULL``          08_vision_transformer
 ==============================  ===============================  ========================
 
@@ -382,6 +383,38 @@ GPT_FULL = GPTTraining(num_merges=2000, max_len=128, d_model=128, num_heads=4, n
 
 
 
+# -- 07b: a real small LLM ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LLMTraining:
+    """07b's recipe: how much it measures on SmolLM2-135M (questions per in-context task, seeds
+    that draw and order the examples, shot counts, the induction probe's repeated random
+    sequences) and the LoRA comparison on 05's MiniLM (scripts/lora_comparison.py: 05's
+    name tagging, a head alone, LoRA on the query and value projections, full fine-tuning)."""
+    num_test: int = 24
+    seeds: tuple = (0, 1, 2)
+    shots: tuple = (0, 1, 2, 4, 8)
+    period: int = 40              # random tokens, then the same again
+    induction_batch: int = 4
+    lora_rank: int = 4
+    lora_alpha: float = 8.0
+    lora_steps: int = 60          # 05's fine_tune_steps
+    lora_batch: int = 16
+    lora_seeds: tuple = (0, 1, 2)
+    lora_train: int = 800         # training sentences (05's fast names_train)
+    lora_test: int = 400
+    lora_max_len: int = 48        # 05's task_max_len
+    # learning rates: a head alone and LoRA train few weights from zero or near it; full
+    # fine-tuning moves pre-trained ones (05's fine_tune_lr_minilm)
+    lora_lr: tuple = (("head", 2e-3), ("lora", 2e-3), ("full", 1e-4))
+
+
+LLM_FAST = LLMTraining()
+# the full profile: four times the questions, five seeds and 16 shots, longer induction sequences
+# (the LoRA comparison is the fast profile's: a run record, results/fast/07b_lora.json)
+LLM_FULL = LLMTraining(num_test=96, seeds=(0, 1, 2, 3, 4), shots=(0, 1, 2, 4, 8, 16), period=60, induction_batch=8)
+
+
 # -- 08: the Vision Transformer --------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -466,6 +499,7 @@ RECIPES: dict[str, Pair] = {
     "bert": Pair(BERT_FAST, BERT_FULL),
     "bpe": Pair(BPE_FAST, BPE_FULL),
     "gpt": Pair(GPT_FAST, GPT_FULL),
+    "llm": Pair(LLM_FAST, LLM_FULL),
     "vit": Pair(VIT_FAST, VIT_FULL),
 }
 
@@ -493,6 +527,11 @@ SMOKE_CAPS: dict[str, Callable[[object, int], dict]] = {
                                 wordpiece_merges=min(r.wordpiece_merges, 100)),
     "gpt": lambda r, size: dict(eval_windows=min(r.eval_windows, size), num_samples=min(r.num_samples, 8),
                                 sample_tokens=min(r.sample_tokens, 16), fine_tune_seeds=r.fine_tune_seeds[:1]),
+    # a real 135 M model: every question and every shot costs a forward pass of it
+    "llm": lambda r, size: dict(num_test=min(r.num_test, max(4, size // 16)), seeds=r.seeds[:1],
+                                shots=tuple(k for k in r.shots if k <= 8), period=min(r.period, 40),
+                                lora_steps=min(r.lora_steps, 20), lora_seeds=r.lora_seeds[:1],
+                                lora_train=min(r.lora_train, size), lora_test=min(r.lora_test, size)),
 }
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import nbformat
 
+from course_utils.files import chapters as course_chapters
 from scripts import export_slides
 from scripts.export_slides import VENDOR, repository_url, without_widgets
 
@@ -312,7 +313,7 @@ def stage(src: Path, execute: bool = False) -> Path:
     (src / "run.md").write_text(run_page(url), encoding="utf-8")
     stage_assignments(src, url)
     (src / "notebooks").mkdir()
-    chapters = export_slides.chapters()
+    chapters = course_chapters()
     (src / "_chapters.md").write_text(chapter_table(chapters), encoding="utf-8")
     (src / "_repository.md").write_text(
         (f"The course's repository: <{url}>. Clone it with {clone(url)}.\n" if url else
@@ -340,7 +341,7 @@ def build(out: Path, execute: bool = False, src: Path | None = None) -> Path:
     env = {**os.environ, "COURSE_REPOSITORY_URL": repository_url()}   # book/conf.py reads it
     subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going",
                     "-d", str(src / "_doctrees"), str(src), str(out)], check=True, env=env)
-    chapters = export_slides.chapters()
+    chapters = course_chapters()
     export_slides.main([*map(str, chapters), "--out", str(out / "slides"), "--home", "../index.html"])
     return out / "index.html"
 

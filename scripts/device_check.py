@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 import course_utils  # KERNEL_ENV
 from course_utils.runtime import SMOKE_EVAL_DEFAULT
+from course_utils.files import chapters
 
 STEPS, EVAL = 2, SMOKE_EVAL_DEFAULT
 #: scripts that train, and the arguments that keep them small (their output goes to OUT)
@@ -121,7 +122,7 @@ def main(argv=None) -> int:
             parser.error(f"no such notebook: {', '.join(missing)}")
         notebooks, assignments, scripts = [p.resolve() for p in args.paths], [], []
     else:
-        notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) if "notebooks" in parts else []
+        notebooks = chapters() if "notebooks" in parts else []
         assignments = sorted((ROOT / "assignments" / "source").glob("*/*.ipynb")) if "assignments" in parts else []
         scripts = [*SCRIPT_RUNS, *TUNING_SCRIPTS] if "scripts" in parts else []
     start, failures = time.perf_counter(), 0

@@ -78,17 +78,21 @@ def write_summary(out: Path, rows: list[dict], wall: float | None = None, jobs: 
 MEASURED_MINUTES = {
     "cpu": {"00_welcome": 1, "01_seq2seq_bottleneck": 13, "02_bahdanau_attention": 15,
             "03_convs2s": 6, "04_transformer": 15, "05_bert": 4, "05_bert_finetuning": 8, "06_bpe": 16,
-            "07_gpt": 14, "08_vision_transformer": 12},
+            "07_gpt": 14, "07b_small_llm": 8, "08_vision_transformer": 12},
     # H200, 2026-11-26: all nine at once (00 28 s, 01 313 s, 02 272 s, 03 171 s, 04 316 s,
     # 05 212 s, 06 251 s, 07 202 s, 08 494 s with the recipe before that day's cuts); 05 was one
     # notebook then (05_bert and 05_bert_finetuning since 2026-12-01: see CAVEATS)
     "cuda": {"00_welcome": 1, "01_seq2seq_bottleneck": 5, "02_bahdanau_attention": 5, "03_convs2s": 3,
              "04_transformer": 5, "05_bert": 2, "05_bert_finetuning": 3, "06_bpe": 4, "07_gpt": 3,
-             "08_vision_transformer": 4},
+             "07b_small_llm": 2, "08_vision_transformer": 4},
 }
 #: what a figure above leaves out, per kind of machine
-CAVEATS = {"cpu": {},
-           "cuda": {"08_vision_transformer": "estimated: alone it reached the end of section 8's shifted "
+CAVEATS = {"cpu": {"07b_small_llm": "from CPU time: 442 CPU s, 2 threads, on 2026-12-07 on a shared 2-core "
+                                    "machine (load 9-12), where it took 1236 s of wall time at a third of a core"},
+           "cuda": {"07b_small_llm": "estimated, not yet run on a GPU: reading the model file is CPU work "
+                                     "(about a minute on a 2-core CPU in the fast profile); the rest is "
+                                     "inference of a 135 M model, 442 CPU s in all on a 2-core CPU",
+                    "08_vision_transformer": "estimated: alone it reached the end of section 8's shifted "
                                              "runs in 188 s with the recipe before the cuts of 2026-11-26, "
                                              "which save a third of its steps and half the cost of a step on shifted "
                                              "images: about 3.5 min alone",
@@ -185,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
     import nbformat
 
-    notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    from course_utils.files import chapters
+
+    notebooks = args.notebooks or chapters()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     os.environ["COURSE_PROFILE"] = "full"                      # the kernels inherit this

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 
 import course_utils  # KERNEL_ENV: the settings every kernel the course starts runs under
 from course_utils.runtime import SMOKE_EVAL_DEFAULT
+from course_utils.files import chapters
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -190,7 +191,7 @@ def slug(name: str) -> str:
 #: (--dist loadfile) balances, and set each notebook's time budget (five times this).
 EXPECTED_SECONDS = {"00_welcome": 17, "01_seq2seq_bottleneck": 16, "02_bahdanau_attention": 49, "03_convs2s": 24,
                     "04_transformer": 79, "05_bert": 60, "05_bert_finetuning": 70, "06_bpe": 66, "07_gpt": 50,
-                    "08_vision_transformer": 45}
+                    "07b_small_llm": 60, "08_vision_transformer": 45}
 
 
 def expected_seconds(name: str, default: float) -> float:
@@ -207,7 +208,7 @@ ERROR_TEXT = re.compile(r"Traceback \(most recent call last\)|^\w*(Error|Excepti
 
 
 def all_notebooks() -> list[str]:
-    return sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    return [p.name for p in chapters(NOTEBOOKS)]
 
 
 def shard(index: int, count: int = SHARDS) -> list[str]:

@@ -26,9 +26,10 @@ from pathlib import Path
 
 import pytest
 from grader.answer_checks import imports_of
+from course_utils.files import chapters
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = chapters()
 
 
 # -- reading a notebook --------------------------------------------------------------------

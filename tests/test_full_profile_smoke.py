@@ -11,7 +11,7 @@ recorded and reported, not raised. Everything else that raises (a shape error, a
 file, a name a full-profile branch forgot to define, ``torch.testing.assert_close``)
 fails the test. Results the notebooks save go to a temporary folder.
 
-Notebooks are found by glob (``notebooks/[0-9][0-9]_*.ipynb``), so a new notebook is
+Notebooks are the course's chapters (``course_utils.files.chapters``), so a new notebook is
 covered as soon as it exists; it honours the cap by training through
 ``training.train`` (or ``runtime.cap_steps`` for its own loop) and by taking evaluation
 sets from ``data`` (or cutting them to ``runtime.smoke_eval_size()``).
@@ -32,9 +32,10 @@ import pytest
 import torch
 
 from course_utils.runtime import SMOKE_EVAL_DEFAULT
+from course_utils.files import chapters
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = chapters()
 #: notebook stem -> reason, for full-profile bugs found and not fixed yet (none now)
 KNOWN_FULL_PROFILE_BUGS: dict[str, str] = {}
 

