@@ -114,6 +114,10 @@ def load_results(names: Sequence[str] | None = None, profile: str | None = None)
     records = {}
     for path in paths:
         record = json.loads(path.read_text())
+        if "by_length" not in record:   # another kind of record (07b's LoRA comparison): not a translation model's
+            if names is None:
+                continue
+            raise ValueError(f"{path} holds no translation model's scores by length (no 'by_length')")
         for row in record["by_length"]:
             for key in ("bleu", "exact_match"):
                 row[key] = float("nan") if row[key] is None else row[key]

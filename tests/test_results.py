@@ -18,6 +18,12 @@ def test_round_trip_rounds_and_keeps_nan(tmp_path, monkeypatch):
     assert math.isnan(record["by_length"][1]["bleu"])
     assert list(load_results(["gru"], profile="fast")) == ["gru"]
     assert load_results(profile="full") == {}
+    # another kind of record in the same folder (07b's LoRA comparison) is not a model's scores:
+    # all of the profile's models leave it out, asking for it by name says what it is
+    (tmp_path / "fast" / "07b_lora.json").write_text('{"methods": []}')
+    assert list(load_results(profile="fast")) == ["gru"]
+    with pytest.raises(ValueError, match="no 'by_length'"):
+        load_results(["07b_lora"], profile="fast")
 
 
 def test_bad_names_rows_and_missing_results(tmp_path, monkeypatch):
