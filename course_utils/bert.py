@@ -1,6 +1,6 @@
 """BERT: an encoder-only Transformer, pre-trained on raw text, then fine-tuned.
 
-Taught in: 05_bert, 05_bert_finetuning. Built from ``course_utils.transformer.EncoderLayer``
+Taught in: 05_bert, 05b_bert_finetuning. Built from ``course_utils.transformer.EncoderLayer``
 (04): a BERT is the encoder half of the Transformer with three embedding tables, two pre-training heads
 (masked LM and next-sentence prediction) and, after pre-training, a small task head. This
 module is the model, top to bottom:
@@ -345,7 +345,7 @@ class HFEncoder(nn.Module):
 
 class EncoderWithHead(nn.Module):
     """An encoder plus dropout and a new linear layer on the vectors that ``features``
-    picks from its output; the base of the two fine-tuning models. Taught in: 05_bert_finetuning."""
+    picks from its output; the base of the two fine-tuning models. Taught in: 05b_bert_finetuning."""
 
     def __init__(self, encoder: nn.Module, num_labels: int, dropout: float = 0.1):
         super().__init__()
@@ -364,7 +364,7 @@ class EncoderWithHead(nn.Module):
 
 class SequenceClassifier(EncoderWithHead):
     """Classify a whole input from its [CLS] vector: input_ids, token_type_ids,
-    attention_mask (batch, n) -> logits (batch, num_labels). Taught in: 05_bert_finetuning."""
+    attention_mask (batch, n) -> logits (batch, num_labels). Taught in: 05b_bert_finetuning."""
 
     def features(self, out):
         return out.last[:, 0]
@@ -372,7 +372,7 @@ class SequenceClassifier(EncoderWithHead):
 
 class TokenClassifier(EncoderWithHead):
     """Classify every token from its own vector: -> logits (batch, n, num_labels).
-    Taught in: 05_bert_finetuning."""
+    Taught in: 05b_bert_finetuning."""
 
     def features(self, out):
         return out.last
@@ -381,7 +381,7 @@ class TokenClassifier(EncoderWithHead):
 class SpanExtractor(EncoderWithHead):
     """Extractive question answering (SQuAD style): for every token a *start* and an *end*
     score, the dot products of its vector with two learned vectors (Devlin et al.'s S and
-    E): -> logits (batch, n, 2), ``[..., 0]`` start, ``[..., 1]`` end. Taught in: 05_bert_finetuning."""
+    E): -> logits (batch, n, 2), ``[..., 0]`` start, ``[..., 1]`` end. Taught in: 05b_bert_finetuning."""
 
     def __init__(self, encoder: nn.Module, dropout: float = 0.1):
         super().__init__(encoder, 2, dropout)
@@ -405,7 +405,7 @@ def span_loss(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tens
     """The loss of a ``SpanExtractor``: the mean of two cross-entropies, of the start scores
     against ``batch["start"]`` and of the end scores against ``batch["end"]`` (token
     positions), each a softmax over the tokens ``batch["span_mask"]`` allows (the
-    passage's pieces). Taught in: 05_bert_finetuning."""
+    passage's pieces). Taught in: 05b_bert_finetuning."""
     logits = model(batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask"))
     start, end = _span_scores(logits, batch["span_mask"].bool())
     return (nn.functional.cross_entropy(start, batch["start"]) + nn.functional.cross_entropy(end, batch["end"])) / 2
@@ -415,7 +415,7 @@ def best_spans(logits: torch.Tensor, allowed: torch.Tensor, max_tokens: int = 8
                ) -> tuple[torch.Tensor, torch.Tensor]:
     """The answer span of each example: the positions (start, end) with start <= end <
     start + ``max_tokens``, both allowed, that maximise start score + end score.
-    logits (batch, n, 2), allowed (batch, n) -> two (batch,) tensors. Taught in: 05_bert_finetuning."""
+    logits (batch, n, 2), allowed (batch, n) -> two (batch,) tensors. Taught in: 05b_bert_finetuning."""
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
     start, end = _span_scores(logits.float(), allowed.bool())
@@ -429,7 +429,7 @@ def best_spans(logits: torch.Tensor, allowed: torch.Tensor, max_tokens: int = 8
 
 def classification_loss(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """Cross-entropy of a ``SequenceClassifier`` ((batch,) labels) or a
-    ``TokenClassifier`` ((batch, n) labels, -100 where not scored). Taught in: 05_bert_finetuning."""
+    ``TokenClassifier`` ((batch, n) labels, -100 where not scored). Taught in: 05b_bert_finetuning."""
     logits = model(batch["input_ids"], batch.get("token_type_ids"), batch.get("attention_mask"))
     return nn.functional.cross_entropy(logits.flatten(0, -2), batch["labels"].flatten(),
                                        ignore_index=IGNORE_INDEX)

@@ -1,4 +1,4 @@
-"""Tokenizers, batches and loops for BERT (05_bert, 05_bert_finetuning): what surrounds the model of
+"""Tokenizers, batches and loops for BERT (05_bert, 05b_bert_finetuning): what surrounds the model of
 ``course_utils.bert``.
 
 - ``train_wordpiece_tokenizer``: a WordPiece vocabulary trained with ``tokenizers``;
@@ -117,7 +117,7 @@ def encode_spans(tokenizer, questions: Sequence[Sequence[str]], passages: Sequen
     passage is cut when the pair is too long), ``span_mask`` 1 on the passage's pieces, and
     ``start`` / ``end``: the first piece of the answer's first word and the last piece of
     its last word (``answers``: (first word, last word) in the passage, inclusive). An
-    example whose answer does not fit in ``max_len`` raises. Taught in: 05_bert_finetuning."""
+    example whose answer does not fit in ``max_len`` raises. Taught in: 05b_bert_finetuning."""
     if not len(questions) == len(passages) == len(answers):
         raise ValueError(f"got {len(questions)} questions, {len(passages)} passages and {len(answers)} answers")
     if not len(answers):
@@ -159,7 +159,7 @@ def make_batches(tensors: Mapping[str, torch.Tensor], batch_size: int, shuffle: 
     sorted by length inside such a group and cut into batches there, and all the epoch's
     batches are then shuffled: batches of similar lengths, so less padding to compute,
     every example still once an epoch, and no order from short to long.
-    Taught in: 05_bert, 05_bert_finetuning."""
+    Taught in: 05_bert, 05b_bert_finetuning."""
     count = len(next(iter(tensors.values())))
     if any(len(t) != count for t in tensors.values()):
         raise ValueError(f"tensors of different lengths: { {k: len(t) for k, t in tensors.items()} }")
@@ -287,7 +287,7 @@ def load_pretrained(path=None):
 def predict_spans(model: nn.Module, batches, max_tokens: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     """Predicted and true (start, end) of a ``SpanExtractor`` over ``batches`` (from
     ``encode_spans``), in eval mode: two (count, 2) tensors on the CPU (the prediction by
-    ``bert.best_spans``). Taught in: 05_bert_finetuning."""
+    ``bert.best_spans``). Taught in: 05b_bert_finetuning."""
     from course_utils.bert import best_spans
     return _predicted_and_true(model, batches, "predict_spans", lambda logits, batch: (
         torch.stack(best_spans(logits, batch["span_mask"], max_tokens), 1),
@@ -298,7 +298,7 @@ def predict_spans(model: nn.Module, batches, max_tokens: int = 8) -> tuple[torch
 def predict(model: nn.Module, batches) -> tuple[torch.Tensor, torch.Tensor]:
     """Predicted and true labels over ``batches`` (positions labelled -100 dropped), in
     eval mode; batches go to the model's device, the labels come back on the CPU.
-    Taught in: 05_bert_finetuning."""
+    Taught in: 05b_bert_finetuning."""
     def labels(logits, batch):
         keep = batch["labels"] != IGNORE_INDEX
         return logits.argmax(-1)[keep], batch["labels"][keep]

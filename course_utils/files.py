@@ -44,7 +44,7 @@ CHAPTER = re.compile(r"\d\d[a-z]?")   # a chapter's number: 07, or 07b for the o
 def chapters(folder: str | Path = NOTEBOOKS) -> list[Path]:
     """The course's notebooks in ``folder`` (``notebooks/`` by default) in the order they are
     taught: ``NN<letter>_<name>.ipynb``, by number, then a chapter before its follow-ups
-    (``05_bert`` before ``05_bert_finetuning``, ``07_gpt`` before ``07b_small_llm``). The one
+    (``05_bert`` before ``05b_bert_finetuning``, ``07_gpt`` before ``07b_small_llm``). The one
     definition: run_full, device_check, build_book, export_slides, bench and the browser, slide,
     exercise, notebook and smoke tests all read it, so a new notebook named so is in every check
     as soon as it exists."""

@@ -3,7 +3,7 @@ of ``course_utils.widgets``: each view returns an ``Explorer`` whose controls a 
 with a static fallback; moving a control never retrains anything, and bad input gets a message
 in the view.
 
-Taught in: 05_bert (masked-language-model guesses), 05_bert_finetuning (what the fine-tuned
+Taught in: 05_bert (masked-language-model guesses), 05b_bert_finetuning (what the fine-tuned
 models make of a sentence), 06_bpe (replaying the merges), 07_gpt
 (a GPT that writes), 08_vision_transformer (where a Vision Transformer looks).
 """
@@ -164,7 +164,7 @@ def finetuned_html(starts: Mapping[str, Mapping[str, tuple]], sentence: str, wor
 def finetuned_explorer(starts: Mapping[str, Mapping[str, tuple]], sentence: str, word: str,
                        max_len: int = 48):
     """A sentence and a word of it (both typed): ``finetuned_html`` for every start. Returns
-    an ``Explorer`` with ``.sentence``, ``.word`` and ``.view``. Taught in: 05_bert_finetuning."""
+    an ``Explorer`` with ``.sentence``, ``.word`` and ``.view``. Taught in: 05b_bert_finetuning."""
     import ipywidgets as W
     text = W.Text(value=sentence, description="sentence", continuous_update=False, layout=W.Layout(width="95%"))
     asked = W.Text(value=word, description="who ...?", continuous_update=False)

@@ -17,7 +17,7 @@ that wants a variation makes one with ``dataclasses.replace(recipe, ...)``.
 ``"convs2s"``                   ``CONVS2S_FAST``, ``_FULL``      03_convs2s
 ``"transformer"``               ``TRANSFORMER_FAST``, ``_FULL``  04_transformer (and a2)
 ``"transformer_comparison"``    ``TRANSFORMER_COMPARISON_...``   04 (side-by-side runs)
-``"bert"``                      ``BERT_FAST``, ``_FULL``         05_bert, 05_bert_finetuning (and 07)
+``"bert"``                      ``BERT_FAST``, ``_FULL``         05_bert, 05b_bert_finetuning (and 07)
 ``"bpe"``                       ``BPE_FAST``, ``_FULL``          06_bpe
 ``"gpt"``                       ``GPT_FAST``, ``_FULL``          07_gpt
 ``"llm"``                       ``LLM_FAST``, ``_FULL``          07b_small_llm
@@ -231,7 +231,7 @@ TRANSFORMER_COMPARISON_FULL = TRANSFORMER_COMPARISON_FAST
 
 @dataclass(frozen=True)
 class BertPretraining:
-    """How 05_bert pre-trains its small BERT and 05_bert_finetuning runs its fine-tuning
+    """How 05_bert pre-trains its small BERT and 05b_bert_finetuning runs its fine-tuning
     comparison (per profile)."""
     vocab_size: int          # WordPiece vocabulary trained on the novels
     d_model: int
@@ -262,7 +262,7 @@ class BertPretraining:
     qa_test: int             # ...and test questions
     heldout_pairs: int = 2000  # NSP pairs of held-out paragraphs, to score pre-training
     # the tasks on which MiniLM's architecture is also fine-tuned from random weights (the
-    # control of 05_bert_finetuning); fast: names only, a MiniLM run costs about 15-25 s of one core
+    # control of 05b_bert_finetuning); fast: names only, a MiniLM run costs about 15-25 s of one core
     minilm_control_tasks: tuple[str, ...] = ("books", "names")
     # fine-tuning batches grouped by length, this many batches' examples sorted at a time
     # (bert_training.make_batches; 0: none). Fast: on a CPU padding costs time (a names batch

@@ -1,7 +1,7 @@
 """Results that later notebooks compare against: each model's scores by source length.
 
 Taught in: 01_seq2seq_bottleneck (written), read by 02-04 for the common comparison plot;
-05_bert saves its pre-trained small BERT the same way for 05_bert_finetuning (``saved_file``).
+05_bert saves its pre-trained small BERT the same way for 05b_bert_finetuning (``saved_file``).
 Leaves out: experiment tracking (runs, hyperparameter search).
 
 A notebook saves its model's numbers with ``save_results`` into
@@ -80,7 +80,7 @@ def saved_file(name: str, profile: str | None = None) -> Path | None:
     """A file a notebook saved with a name of its own (05_bert's pre-trained small BERT, a
     checkpoint): where ``save_results`` writes (``results_dir(profile) / name``), then,
     without ``$COURSE_RESULTS_DIR``, the committed ``results/``; ``None`` if neither has it.
-    Taught in: 05_bert (written), read by 05_bert_finetuning."""
+    Taught in: 05_bert (written), read by 05b_bert_finetuning."""
     if not name or any(c in name for c in "/\\") or name.startswith("."):
         raise ValueError(f"name must be a file name without slashes, got {name!r}")
     return _first(name, profile)

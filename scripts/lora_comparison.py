@@ -29,7 +29,7 @@ from course_utils.runtime import get_device  # noqa: E402
 
 def _names_data(recipe, tokenizer):
     """05's name tagging: training sentences of four novels, test sentences of the two held out
-    (05_bert_finetuning's split), encoded for ``tokenizer`` (train, test tensors)."""
+    (05b_bert_finetuning's split), encoded for ``tokenizer`` (train, test tensors)."""
     from course_utils import novels
     from course_utils.bert_training import encode_tagging
     from course_utils.data import load_english_text

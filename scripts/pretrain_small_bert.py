@@ -1,6 +1,6 @@
 """Pre-train the small BERT of notebook 05 for longer than the notebook can, and ship it.
 
-05_bert pre-trains a small BERT for a CPU minute (the fast profile); 05_bert_finetuning then
+05_bert pre-trains a small BERT for a CPU minute (the fast profile); 05b_bert_finetuning then
 compares fine-tuning from it, from a random start, and from all-MiniLM-L6-v2. This script runs the
 same code (course_utils.bert, bert_training and novels, the fast recipe of course_utils.recipes:
 same tokenizer, model and data) for more steps, so

@@ -77,13 +77,13 @@ def write_summary(out: Path, rows: list[dict], wall: float | None = None, jobs: 
 #: the tables.
 MEASURED_MINUTES = {
     "cpu": {"00_welcome": 1, "01_seq2seq_bottleneck": 13, "02_bahdanau_attention": 15,
-            "03_convs2s": 6, "04_transformer": 15, "05_bert": 4, "05_bert_finetuning": 8, "06_bpe": 16,
+            "03_convs2s": 6, "04_transformer": 15, "05_bert": 4, "05b_bert_finetuning": 8, "06_bpe": 16,
             "07_gpt": 14, "07b_small_llm": 8, "08_vision_transformer": 12},
     # H200, 2026-11-26: all nine at once (00 28 s, 01 313 s, 02 272 s, 03 171 s, 04 316 s,
     # 05 212 s, 06 251 s, 07 202 s, 08 494 s with the recipe before that day's cuts); 05 was one
-    # notebook then (05_bert and 05_bert_finetuning since 2026-12-01: see CAVEATS)
+    # notebook then (05_bert and 05b_bert_finetuning since 2026-12-01: see CAVEATS)
     "cuda": {"00_welcome": 1, "01_seq2seq_bottleneck": 5, "02_bahdanau_attention": 5, "03_convs2s": 3,
-             "04_transformer": 5, "05_bert": 2, "05_bert_finetuning": 3, "06_bpe": 4, "07_gpt": 3,
+             "04_transformer": 5, "05_bert": 2, "05b_bert_finetuning": 3, "06_bpe": 4, "07_gpt": 3,
              "07b_small_llm": 2, "08_vision_transformer": 4},
 }
 #: what a figure above leaves out, per kind of machine
@@ -98,7 +98,7 @@ CAVEATS = {"cpu": {"07b_small_llm": "from CPU time: 442 CPU s, 2 threads, on 202
                                              "images: about 3.5 min alone",
                     "05_bert": "estimated: 05 before its split (2026-12-01) took 174-212 s on an H200, "
                                "its pre-training 36 s of that",
-                    "05_bert_finetuning": "estimated: 05 before its split took 174-212 s on an H200, "
+                    "05b_bert_finetuning": "estimated: 05 before its split took 174-212 s on an H200, "
                                           "its 22 fine-tuning runs most of that"}}
 
 
@@ -123,7 +123,7 @@ def expected_time(notebooks: list[Path], device: str) -> str:
 READS = {"02_bahdanau_attention": ("01_seq2seq_bottleneck",),
          "03_convs2s": ("01_seq2seq_bottleneck", "02_bahdanau_attention"),
          "04_transformer": ("01_seq2seq_bottleneck", "02_bahdanau_attention", "03_convs2s"),
-         "05_bert_finetuning": ("05_bert",)}   # the small BERT 05_bert pre-trains (results.saved_file)
+         "05b_bert_finetuning": ("05_bert",)}   # the small BERT 05_bert pre-trains (results.saved_file)
 
 
 def schedule(names: list[str], jobs: int, run_one) -> list[tuple[str, object]]:

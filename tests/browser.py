@@ -190,7 +190,7 @@ def slug(name: str) -> str:
 #: run), by name: they share the notebooks out between the test files so that pytest-xdist
 #: (--dist loadfile) balances, and set each notebook's time budget (five times this).
 EXPECTED_SECONDS = {"00_welcome": 17, "01_seq2seq_bottleneck": 16, "02_bahdanau_attention": 49, "03_convs2s": 24,
-                    "04_transformer": 79, "05_bert": 60, "05_bert_finetuning": 70, "06_bpe": 66, "07_gpt": 50,
+                    "04_transformer": 79, "05_bert": 60, "05b_bert_finetuning": 70, "06_bpe": 66, "07_gpt": 50,
                     "07b_small_llm": 60, "08_vision_transformer": 45}
 
 

@@ -122,7 +122,7 @@ def padded_batch(small_synthetic):
 #: cheap. With --dist loadfile --no-loadscope-reorder (Makefile) each worker takes the next file
 #: in this order when it is free: longest first, so that the two finish together.
 EXPECTED_SECONDS = {   # make test
-    "05_bert_finetuning.ipynb": 145, "01_seq2seq_bottleneck.ipynb": 134, "02_bahdanau_attention.ipynb": 129,
+    "05b_bert_finetuning.ipynb": 145, "01_seq2seq_bottleneck.ipynb": 134, "02_bahdanau_attention.ipynb": 129,
     "08_vision_transformer.ipynb": 127, "04_transformer.ipynb": 114, "05_bert.ipynb": 100, "03_convs2s.ipynb": 60,
     "07b_small_llm.ipynb": 100, "07_gpt.ipynb": 54, "06_bpe.ipynb": 50, "test_runtime.py": 15, "test_assignments.py": 13,
     "00_welcome.ipynb": 8,

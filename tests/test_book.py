@@ -102,7 +102,7 @@ def test_every_chapter_says_how_to_run_it_and_links_its_deck_and_no_page_invents
     article = index[index.index('<article class="bd-article"'):index.index("</article>")]
     assert article.count("<h2>Chapters<") == 1 and "caption-text" not in article
     assert index.count('caption-text">Chapters<') == 1
-    # in the order they are taught (05_bert before 05_bert_finetuning), in the sidebar too
+    # in the order they are taught (05_bert before 05b_bert_finetuning), in the sidebar too
     sidebar = re.findall(r'href="notebooks/(\w+)\.html"', index)
     assert list(dict.fromkeys(sidebar)) == CHAPTERS, sidebar
     for chapter in CHAPTERS:

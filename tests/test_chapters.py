@@ -13,16 +13,16 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_the_course_s_chapters_in_taught_order():
     names = [p.stem for p in chapters()]
     assert names[:2] == ["00_welcome", "01_seq2seq_bottleneck"]
-    assert names.index("05_bert") + 1 == names.index("05_bert_finetuning")
+    assert names.index("05_bert") + 1 == names.index("05b_bert_finetuning")
     assert names.index("07_gpt") + 1 == names.index("07b_small_llm") == names.index("08_vision_transformer") - 1
 
 
 def test_what_is_a_chapter_and_its_place(tmp_path):
-    for name in ["10_next", "07b_llm", "07_gpt", "05_bert_finetuning", "05_bert", "7_short", "07bb_two_letters",
+    for name in ["10_next", "07b_llm", "07_gpt", "05b_bert_finetuning", "05_bert", "7_short", "07bb_two_letters",
                  "notes", "07b-dash"]:
         (tmp_path / f"{name}.ipynb").write_text("{}")
     (tmp_path / "08_text.md").write_text("")
-    assert [p.stem for p in chapters(tmp_path)] == ["05_bert", "05_bert_finetuning", "07_gpt", "07b_llm", "10_next"]
+    assert [p.stem for p in chapters(tmp_path)] == ["05_bert", "05b_bert_finetuning", "07_gpt", "07b_llm", "10_next"]
 
 
 def test_no_other_file_lists_the_notebooks_with_a_glob_of_its_own():

@@ -281,7 +281,7 @@ def _context_05(path, device):
         our_data={"books": (tensors, tensors)}, book_names=book_names,
         accuracy=lambda y, p: float((y == p).mean()), name_f1=lambda y, p: float(f1_score(y, p)))
     defined = {node.name for node in notebook_tree(path).body if isinstance(node, ast.FunctionDef)}
-    for name in ("fine_tune", "small_encoder"):     # part 2's (05_bert_finetuning)
+    for name in ("fine_tune", "small_encoder"):     # part 2's (05b_bert_finetuning)
         if name in defined:
             _notebook_function(path, name, namespace)
     return namespace
@@ -299,7 +299,7 @@ def _context_06(path, device):
 
 #: notebook stem -> builder of the names its starters use (small sizes; ``device``: the run's,
 #: which the notebooks get from setup())
-CONTEXTS = {"04_transformer": _context_04, "05_bert": _context_05, "05_bert_finetuning": _context_05,
+CONTEXTS = {"04_transformer": _context_04, "05_bert": _context_05, "05b_bert_finetuning": _context_05,
             "06_bpe": _context_06}
 
 STARTERS = [(path, i) for path in NOTEBOOKS for i, _ in enumerate(fenced_blocks(exercises_markdown(path)))]
@@ -307,9 +307,9 @@ STARTERS = [(path, i) for path in NOTEBOOKS for i, _ in enumerate(fenced_blocks(
 
 def test_starters_exist_where_the_issue_asked():
     """05's pre-training variants and a GPT from BERT's pieces (05_bert's exercises 1 and 4) and
-    MLM without NSP, then fine-tuned (05_bert_finetuning's exercise 1) have starters."""
+    MLM without NSP, then fine-tuned (05b_bert_finetuning's exercise 1) have starters."""
     found = {path.stem: len(fenced_blocks(exercises_markdown(path))) for path in NOTEBOOKS}
-    assert found["05_bert"] >= 2 and found["05_bert_finetuning"] >= 1
+    assert found["05_bert"] >= 2 and found["05b_bert_finetuning"] >= 1
     assert all(stem in CONTEXTS for stem, count in found.items() if count)
 
 

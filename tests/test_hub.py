@@ -534,7 +534,7 @@ def test_the_z2jh_config_keeps_the_course_outside_the_persistent_home():
     for text in ((ROOT / "hub" / "config.yaml").read_text(), (ROOT / "docs" / "HUB.md").read_text()):
         target = re.search(r"--target-repo-dir\s+(\S+)", text).group(1)
         assert not (target + "/").startswith(home + "/"), target
-    # memory: the limit holds the largest notebook (BENCHMARKS: 05_bert_finetuning's 1.8 GB tree)
+    # memory: the limit holds the largest notebook (BENCHMARKS: 05b_bert_finetuning's 1.8 GB tree)
     limit, guarantee = _gib(single["memory"]["limit"]), _gib(single["memory"]["guarantee"])
     assert 1.8 / 1.024 ** 3 < limit and 0 < guarantee <= limit
     assert 0 < single["cpu"]["guarantee"] <= single["cpu"]["limit"]

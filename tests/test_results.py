@@ -72,7 +72,7 @@ def test_the_default_folder_is_ignored_by_git():
 
 
 def test_saved_file_finds_this_machines_file_first_then_the_committed_one(tmp_path, monkeypatch):
-    """05_bert saves its pre-trained small BERT for 05_bert_finetuning: a file of its own name,
+    """05_bert saves its pre-trained small BERT for 05b_bert_finetuning: a file of its own name,
     found where save_results writes, else in the committed results/; with COURSE_RESULTS_DIR
     only there (make test's copy, make full's folder)."""
     from course_utils import results
@@ -99,7 +99,7 @@ def test_saved_file_finds_this_machines_file_first_then_the_committed_one(tmp_pa
 
 
 def test_the_committed_small_bert_of_05_is_tracked_and_matches_the_fast_recipe():
-    """05_bert_finetuning reads the small BERT that 05_bert pre-trained (make test copies
+    """05b_bert_finetuning reads the small BERT that 05_bert pre-trained (make test copies
     results/ first): the committed file must be in git (the repository ignores *.pt), made
     by the fast recipe, with part 1's probe scores."""
     import subprocess

@@ -67,7 +67,7 @@ def test_jobs_run_at_most_n_at_once_each_after_what_it_reads():
     import time
     from scripts import run_full
     names = ["00_welcome", "01_seq2seq_bottleneck", "02_bahdanau_attention", "03_convs2s",
-             "04_transformer", "05_bert", "05_bert_finetuning", "06_bpe"]
+             "04_transformer", "05_bert", "05b_bert_finetuning", "06_bpe"]
     started, ended, lock = {}, {}, threading.Lock()
     slow = {"01_seq2seq_bottleneck": 0.3, "02_bahdanau_attention": 0.2}
 

@@ -215,7 +215,7 @@ def test_mlm_explorer_names_words_it_does_not_know(small_bert):
     assert "unknown to the vocabulary (read as [UNK]): Ж" in box.view.value
 
 
-# ---- 05_bert_finetuning: what the fine-tuned models make of a sentence ----
+# ---- 05b_bert_finetuning: what the fine-tuned models make of a sentence ----
 
 class _Pointer(torch.nn.Module):
     """A stand-in for a fine-tuned head: scores 8 (a name; a span's start and end) on the pieces
