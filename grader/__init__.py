@@ -50,7 +50,8 @@ are); it is graded several submissions at a time, each in its sandbox; each row 
 (whatever goes wrong with one, ``SystemExit`` included, is that row's error; a notebook of
 another assignment is an error row), and ``grades.csv`` is always written (cells a spreadsheet
 would run escaped), with one feedback notebook per student (no hidden test in it) and
-``similar_pairs.csv``: pairs whose answer code is near-identical, for the lecturer to compare.
+``similar_pairs.csv``: pairs whose answer code is near-identical, or whose trained models agree far
+more closely than two trainings do, for the lecturer to compare.
 
 Leaves out: the nbgrader gradebook database, late penalties, manual grading, feedback
 HTML (use a full nbgrader course for those; the notebooks are compatible).

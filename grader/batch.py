@@ -7,9 +7,12 @@ from __future__ import annotations
 import os
 import queue
 import shutil
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+
+from tqdm import tqdm
 
 from course_utils.files import write_atomic
 from grader import sandbox as grader_sandbox
@@ -88,6 +91,7 @@ def _grade_one(student: str, entry: Path, feedback_dir: Path, time_limit: float,
             row.scores = {k: s for k, (s, _) in result.scores.items()}
             row.total, row.max_total, row.flags = result.total, result.max_total, result.flags
             row.review = list(result.findings)
+            row.models = dict(result.models)
             row.answers = normalised_code([c.source for c in result.assembled.nb.cells
                                            if is_answer_cell(c) and grade_id(c) in result.assembled.answers])
             write_feedback(student, result, feedback_dir)
@@ -98,6 +102,11 @@ def _grade_one(student: str, entry: Path, feedback_dir: Path, time_limit: float,
         if not sandbox and NO_SANDBOX_FLAG not in row.flags:
             row.flags = [*row.flags, NO_SANDBOX_FLAG]
     return row
+
+
+def _printable(name: str, most: int = 40) -> str:
+    """A student's name (a file name) as the terminal may show it: no control characters."""
+    return "".join(c if c.isprintable() else "?" for c in name)[:most]
 
 
 def class_assignment(todo: list[tuple[str, Path]], sources: dict[str, Path]) -> str | None:
@@ -117,7 +126,7 @@ def class_assignment(todo: list[tuple[str, Path]], sources: dict[str, Path]) -> 
 
 def grade_folder(folder, workers: int | None = None, time_limit: float = DEFAULT_TIME_LIMIT,
                  timeout: int = 900, source_dir: Path = SOURCE, sandbox: bool = True,
-                 assignment: str | None = None) -> tuple[Path, list[Row]]:
+                 assignment: str | None = None, progress: bool = True) -> tuple[Path, list[Row]]:
     """Grade every submission in ``folder`` (see ``submissions``), ``workers`` at a time (default:
     the usable cores), and write ``folder/grades.csv`` and ``folder/feedback/<student>.ipynb``.
     The class is one assignment: ``assignment``, or the one most submissions are; a notebook
@@ -125,7 +134,8 @@ def grade_folder(folder, workers: int | None = None, time_limit: float = DEFAULT
     error; nothing stops the batch, and the CSV is written whatever happens (a row not graded
     says so). Each submission runs in a sandbox of its own (``sandbox=False``: trusted
     submissions only; every row is flagged); a machine that cannot start one is found before
-    the first submission (``SandboxError``)."""
+    the first submission (``SandboxError``). ``progress``: a bar on stderr (student n of N, time
+    left)."""
     folder = Path(folder)
     if sandbox:
         grader_sandbox.bwrap()
@@ -152,11 +162,18 @@ def grade_folder(folder, workers: int | None = None, time_limit: float = DEFAULT
     rows: dict[str, Row] = {}
     path = folder / GRADES_CSV
     try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
+        # progress on stderr: student n of N, the time so far and the time left (tqdm's estimate
+        # from the submissions graded so far), the last one graded
+        with ThreadPoolExecutor(max_workers=workers) as pool, \
+                tqdm(total=len(todo), desc=f"grading {assignment or 'the class'}", unit="student",
+                     file=sys.stderr, disable=not progress, dynamic_ncols=True) as bar:
             futures = {pool.submit(_grade_one, student, entry, folder / FEEDBACK, time_limit, timeout, sandbox,
                                    [folder], cpus, assignment): student for student, entry in todo}
             for future in as_completed(futures):
-                rows[futures[future]] = future.result()
+                row = rows[futures[future]] = future.result()
+                bar.set_postfix_str(f"{_printable(row.student)}: {'error' if row.error else f'{row.total:g}/{row.max_total:g}'}",
+                                    refresh=False)
+                bar.update()
     finally:  # interrupted or not, every student has a row
         done = [rows.get(student) or Row(student, error="not graded: grading was stopped before this submission")
                 for student, _ in todo]

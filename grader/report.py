@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from course_utils.files import write_atomic
 from grader.cells import HIDDEN_TESTS, SOURCE, is_test_cell, parse_python, points
+from grader.checkpoints import NEAR_REFERENCE_OUTPUTS, models_distance
 
 if TYPE_CHECKING:  # for the reader: a Result is what grader.run.grade returns
     from grader.run import Result
@@ -36,6 +37,7 @@ class Row:
     error: str = ""
     review: list[str] = field(default_factory=list)   # what the reading of the answers found, for a person
     answers: str = ""                                 # the answer cells' code, as the grader read it
+    models: dict = field(default_factory=dict)        # grade_id -> a sample of the trained model's outputs
 
 
 def grades_csv(rows: list[Row]) -> str:
@@ -64,6 +66,9 @@ def grades_csv(rows: list[Row]) -> str:
 #: is listed for review; two students who solved the same assignment independently rarely pass 0.9
 SIMILAR_CODE = 0.9
 MIN_CODE_CHARS = 400  # shorter answers (stubs, one-liners) say nothing about copying
+#: two trained models whose outputs are nearer than this (grader.checkpoints.models_distance) are
+#: one model: the distance below which a handed-in model counts as the reference one
+SAME_MODEL = NEAR_REFERENCE_OUTPUTS
 
 
 def normalised_code(sources: list[str]) -> str:
@@ -85,12 +90,15 @@ def normalised_code(sources: list[str]) -> str:
     return "\n".join(out)
 
 
-def similar_pairs(feedback_dir: Path, rows: list[Row]) -> list[tuple[str, str, float]]:
-    """(student, student, similarity) of every pair of graded rows of one assignment whose answer
-    code is at least ``SIMILAR_CODE`` alike, most alike first. (Trained models that agree more
-    closely than two independent trainings would be the other evidence; not compared yet.)"""
+def similar_pairs(feedback_dir: Path, rows: list[Row]) -> list[tuple[str, str, float | None, float | None]]:
+    """(student, student, answer code similarity, trained model distance) of the pairs of graded
+    rows of one assignment whose answer code is at least ``SIMILAR_CODE`` alike, or whose trained
+    models agree far more closely than two independent trainings do (``models_distance`` under
+    ``SAME_MODEL`` on every trained-model question both handed in: two students' runs differ by
+    0.05-0.76, a copy with 1 % noise by under 0.03); the pairs with a shared model first, then the
+    most alike code. A number that does not count is None (code too short; no model in common)."""
     import difflib
-    graded = [r for r in rows if r.assignment and len(r.answers) >= MIN_CODE_CHARS]
+    graded = [r for r in rows if r.assignment]
     # compared line by line (the normalised code has one statement per line): characters made it
     # quadratic in the code's length per pair, minutes for a class of 30 near-identical answers
     lines = {r.student: r.answers.splitlines() for r in graded}
@@ -99,18 +107,27 @@ def similar_pairs(feedback_dir: Path, rows: list[Row]) -> list[tuple[str, str, f
         for b in graded[i + 1:]:
             if a.assignment != b.assignment:
                 continue
-            m = difflib.SequenceMatcher(None, lines[a.student], lines[b.student], autojunk=False)
-            if m.real_quick_ratio() >= SIMILAR_CODE and m.quick_ratio() >= SIMILAR_CODE and m.ratio() >= SIMILAR_CODE:
-                found.append((a.student, b.student, round(m.ratio(), 3)))
-    return sorted(found, key=lambda x: -x[2])
+            ratio = None
+            if min(len(a.answers), len(b.answers)) >= MIN_CODE_CHARS:
+                m = difflib.SequenceMatcher(None, lines[a.student], lines[b.student], autojunk=False)
+                if m.real_quick_ratio() >= SIMILAR_CODE and m.quick_ratio() >= SIMILAR_CODE:
+                    ratio = round(m.ratio(), 3)
+            shared = sorted(set(a.models) & set(b.models))
+            distance = max((models_distance(a.models[g], b.models[g]) for g in shared), default=None)
+            same_model = distance is not None and distance < SAME_MODEL
+            if same_model or (ratio is not None and ratio >= SIMILAR_CODE):
+                found.append((a.student, b.student, ratio if ratio is not None and ratio >= SIMILAR_CODE else None,
+                               round(distance, 4) if same_model else None))
+    return sorted(found, key=lambda x: (x[3] is None, x[3] or 0.0, -(x[2] or 0.0)))
 
 
-def pairs_csv(pairs: list[tuple[str, str, float]]) -> str:
+def pairs_csv(pairs: list[tuple[str, str, float | None, float | None]]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["student_a", "student_b", "answer_code_similarity"])
-    for a, b, ratio in pairs:
-        writer.writerow([spreadsheet_safe(a), spreadsheet_safe(b), f"{ratio:.3f}"])
+    writer.writerow(["student_a", "student_b", "answer_code_similarity", "trained_model_distance"])
+    for a, b, ratio, distance in pairs:
+        writer.writerow([spreadsheet_safe(a), spreadsheet_safe(b), "" if ratio is None else f"{ratio:.3f}",
+                         "" if distance is None else f"{distance:.4f}"])
     return out.getvalue()
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-import course_utils  # KERNEL_ENV
+import course_utils  # CHECK_ENV, KERNEL_ENV
 from grader import sandbox as grader_sandbox
 from grader import verdicts as grader_verdicts
 from grader.assemble import (Assembled, answer_check_summary, assemble, identify, read_submission,
@@ -23,14 +23,15 @@ from grader.assemble import (Assembled, answer_check_summary, assemble, identify
 from grader.cells import (HIDDEN_TESTS, ROOT, SOURCE, AssignmentError, grade_id, is_answer_cell, is_test_cell,
                           nbgrader_meta, reference_checkpoints, shown, source_notebooks)
 from grader import student_side
-from grader.checkpoints import (NEAR_REFERENCE_OUTPUTS, fits_reference, output_distance, reference_outputs,
-                                same_weights, student_checkpoint)
+from grader.checkpoints import (NEAR_REFERENCE_OUTPUTS, fits_reference, output_distance, output_sample,
+                                reference_outputs, same_weights, student_checkpoint)
 from grader.sandbox import NO_SANDBOX_FLAG, TIME_LIMIT_ERROR
 
-# grading runs on the CPU on every machine: a lecturer's GPU would otherwise be picked outside the
-# sandbox (the sandbox shows no GPU) and the grader's CPU reference models would meet it
-GRADING_ENV = {"COURSE_PROFILE": "fast", "COURSE_DEVICE": "cpu", "COURSE_NUM_THREADS": "1",
-               **course_utils.KERNEL_ENV}
+# a submission runs under the settings of every check of the course (course_utils.CHECK_ENV: the
+# fast profile, one thread, the CPU on every machine: a lecturer's GPU would otherwise be picked
+# outside the sandbox, which shows none, and meet the grader's CPU reference models) and those of
+# every kernel the course starts (KERNEL_ENV: offline, a fixed hash seed)
+GRADING_ENV = {**course_utils.CHECK_ENV, **course_utils.KERNEL_ENV}
 MAX_ANSWER_BYTES = 32 * 2**20       # what one probe sends back
 NO_CHECKPOINT = "no checkpoint handed in"
 PROBE = grader_sandbox.PROBE_KEY  # metadata key of the cells the grader adds
@@ -51,6 +52,7 @@ class Result:
     executed: "nbformat.NotebookNode"
     flags: list[str] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)  # what the answer check found
+    models: dict = field(default_factory=dict)  # grade_id -> output_sample of the handed-in trained model
 
     @property
     def total(self) -> float:
@@ -112,16 +114,19 @@ def _by_file(calls: list[dict], state: dict, checkpoint: str) -> list[dict]:
     return out
 
 
-def to_run(nb, questions: dict, work: str, code: str, skip: dict[str, str] | None = None):
+def to_run(nb, questions: dict, work: str, code: str, skip: dict[str, str] | None = None,
+           sandboxed: bool = True):
     """The notebook the sandbox runs: ``nb`` with every test cell judged outside (``questions``)
     cut to its visible part and followed by a probe cell that makes the grader's calls; the
-    test cells in ``skip`` (grade_id -> why) are not run (they score 0 whatever happens)."""
+    test cells in ``skip`` (grade_id -> why) are not run (they score 0 whatever happens).
+    ``sandboxed``: the listed torch operators are refused from the first answer cell on, in the
+    whole kernel (the course package there does without them); else only in the grader's calls."""
     out = copy.deepcopy(nb)
     cells, watched = [], False
     for cell in out.cells:
         gid = grade_id(cell)
         if is_answer_cell(cell) and not watched:
-            watch = nbformat.v4.new_code_cell(grader_sandbox.watch_source(code))
+            watch = nbformat.v4.new_code_cell(grader_sandbox.watch_source(code, work if sandboxed else None))
             watch.metadata[WATCH] = watched = True  # torch and the course as the answers find them
             cells.append(watch)
         if is_test_cell(cell) and gid in (skip or {}):
@@ -241,7 +246,7 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
         (work / "in" / grader_sandbox.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(source)))
         inside = grader_sandbox.IN_SANDBOX_WORK if sandbox else str(work)
         code = grader_sandbox.IN_SANDBOX_CODE if sandbox else grader_sandbox.code_folder(work)
-        runnable = to_run(assembled.nb, questions, inside, code, skip)
+        runnable = to_run(assembled.nb, questions, inside, code, skip, sandboxed=sandbox)
         replace = {}
         if sandbox:
             replace[str(ROOT / student_side.PACKAGE)] = student_side.student_package(name, source, compared)
@@ -257,7 +262,7 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
         executed = copy.deepcopy(runnable)
         executed.cells.insert(0, nbformat.v4.new_markdown_cell(f"**The run failed:** {problem}"))
     ran = {grade_id(c): c for c in executed.cells if is_test_cell(c)}
-    scores, errors = {}, {}
+    scores, errors, models = {}, {}, {}
     for cell in source.cells:
         if not is_test_cell(cell):
             continue
@@ -270,6 +275,8 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
             try:
                 expected = question.expected_for(cases[gid])  # the reference class, the student's weights
                 reference = Path(source_dir) / name / question.checkpoint
+                if question.checkpoint in handed_in:  # compared with the classmates' (similar_pairs)
+                    models[gid] = output_sample(expected)
                 if question.checkpoint in handed_in and reference.is_file():
                     # what the weights do, not what they are: a copy with noise added, or with its
                     # units or heads permuted, computes the reference model's function
@@ -313,4 +320,4 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
                       and WATCH not in c.get("metadata", {})]  # never in feedback
     return Result(name, scores, errors, seconds,
                   "model from " + ", ".join(used) if used else "no checkpoint needed",
-                  assembled, executed, sorted(set(flags)), list(found["findings"]))
+                  assembled, executed, sorted(set(flags)), list(found["findings"]), models)

@@ -108,7 +108,8 @@ class Limits:
     grace_seconds: float = 30.0       # after the time limit, before the whole sandbox is killed
     cpu_seconds: float = 3600         # CPU time of any one process (RLIMIT_CPU)
     sandbox_memory_bytes: int = 6 * 2**30  # the whole sandbox, its tmpfs included (with a cgroup)
-    wall_factor: float = 4.0          # wall time allowed per second of CPU time (with a cgroup)
+    wall_factor: float = 4.0          # at most this wall time per second of CPU time (with a cgroup:
+    # past the CPU-time limit, the wall clock runs on only by the time the sandbox waited for a CPU)
 
 
 # --------------------------------------------------------------------------------------
@@ -194,8 +195,10 @@ def _hashable(x):
 # --------------------------------------------------------------------------------------
 
 #: The packages a probe relies on (its copies, comparisons, gradients, ``encode``) and the
-#: grader's calls go through: a submission that changes them could change what a probe sees.
-WATCHED = ("torch", "course_utils")
+#: grader's calls go through: a submission that changes them could change what a probe sees; and
+#: this module as the kernel imported it (the watch cell, before the first answer: an answer that
+#: replaced its ``_refusing`` once ran the refused torch operations in the probe, grader-3).
+WATCHED = ("torch", "course_utils", IN_KERNEL_MODULE)
 #: Loaded before the first look: torch and what ``run_call`` builds arguments with (a module
 #: loaded later is not compared: nothing a probe uses).
 FIRST_LOOK_IMPORTS = ("torch", "course_utils.data")
@@ -287,9 +290,11 @@ def _state() -> dict:
                  device is not None and type(m) is device.DeviceContext and m.device == torch.device("cpu"))),
              "torch dispatch modes": torch._C._len_torch_dispatch_stack(),
              # a kernel of torch's own operators put in from Python (torch.compile adds its own
-             # operators and meta kernels as it first runs: not these)
-             "aten kernels registered through torch.library": sum(
-                 1 for k in getattr(torch.library, "_impls", ()) if k.startswith("aten/") and not k.endswith("/Meta")),
+             # operators and meta kernels as it first runs: not these), or taken out (the
+             # refusals of ``refuse_everywhere``): which ones, not how many (one destroyed and
+             # another registered leave the count as it was)
+             "aten kernels registered through torch.library": tuple(sorted(
+                 k for k in getattr(torch.library, "_impls", ()) if k.startswith("aten/") and not k.endswith("/Meta"))),
              "saved-tensor hooks": torch._C._autograd._top_saved_tensors_default_hooks(False) is not None}
     hooks = sys.modules.get("torch.nn.modules.module")
     for key, value in (list(vars(hooks).items()) if hooks is not None else ()):
@@ -326,9 +331,10 @@ def _settle() -> None:
             pass
 
 
-def watch() -> None:
+def watch(work: str | None = None) -> None:
     """Take the first look (the grader's cell before the first answer cell runs it), with
-    ``FIRST_LOOK_IMPORTS`` loaded first."""
+    ``FIRST_LOOK_IMPORTS`` loaded first; with ``work`` (the work folder), refuse the operators its
+    ``in/FORBIDDEN_FILE`` lists from now on, everywhere in this process (``refuse_everywhere``)."""
     global _first_look
     import importlib
     for name in FIRST_LOOK_IMPORTS:
@@ -336,6 +342,12 @@ def watch() -> None:
             importlib.import_module(name)
         except ImportError:
             pass
+    listed = Path(work, "in", FORBIDDEN_FILE) if work is not None else None
+    if listed is not None and listed.is_file():
+        refused = json.loads(listed.read_text())
+        refuse_everywhere(refused)
+        if refused.get("operators") or refused.get("functions"):
+            refuse_exec()  # a program started from here would be a Python without the refusals
     if "torch" in sys.modules and not _first_look:
         _settle()  # once: what it settles stays settled
     seen, owners = _look()
@@ -438,7 +450,13 @@ def _addition_counts(name: str, kind: str, value) -> bool:
 
 def _state_changes() -> list[str]:
     """The torch modes and global hooks (``_state``) that differ from the first look's, in words."""
-    return [f"{what}: {_first_look['state'][what]} before, {value} now"
+    def said(what, before, now):
+        if isinstance(before, tuple) and isinstance(now, tuple):  # which ones: those taken out or put in
+            gone, new = sorted(set(before) - set(now)), sorted(set(now) - set(before))
+            return f"{what}: " + "; ".join(part for part in (gone and f"taken out {', '.join(gone)}",
+                                                             new and f"put in {', '.join(new)}") if part)
+        return f"{what}: {before} before, {now} now"
+    return [said(what, _first_look["state"][what], value)
             for what, value in _state().items() if _first_look["state"].get(what, value) != value]
 
 
@@ -600,6 +618,44 @@ def _refusing(forbidden: dict | None):
             if _get_current_function_mode_stack()[depth_f:] != [f] or _get_current_dispatch_mode_stack()[depth_d:] != [d]:
                 raise TorchChanged(["torch's mode stack was changed during a call"])
     return refusing()
+
+
+#: the registrations of ``refuse_everywhere`` (kept alive: dropping one restores the kernel)
+_everywhere: list = []
+#: the dispatch keys at which an operator's own kernels are replaced by a refusal
+_REFUSED_AT = ("CPU", "CUDA", "Meta", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
+
+
+def refuse_everywhere(forbidden: dict | None) -> None:
+    """Replace the kernels of the listed aten operators (``forbidden["operators"]``, and the
+    torch functions that are operators of their own, such as ``_scaled_dot_product_attention_math``)
+    by one that raises, in torch's dispatcher: for every thread of the process and for every
+    cell after the watch cell, not only while the grader's calls run (a thread started in a call,
+    or an answer computed in an earlier cell from the grader's inputs, once reached torch's fused
+    attention, grader-3). The course's own code does not need them in the sandbox
+    (``grader.student_side`` writes its ``fused_attention`` out there)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not forbidden:
+        return
+    import warnings
+    names = set(forbidden.get("operators", ())) | {f for f in forbidden.get("functions", ()) if f.startswith("_")}
+    library = torch.library.Library("aten", "IMPL")
+
+    def refusal(name):
+        def refuse(*args, **kwargs):
+            raise RuntimeError(f"ForbiddenOperation: torch's operator aten::{name} does this assignment's work "
+                               "(write it yourself)")
+        return refuse
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "overriding a previously registered kernel": the point
+        for name in sorted(names):
+            for key in _REFUSED_AT:
+                try:
+                    if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", key):
+                        library.impl(name, refusal(name), key)
+                except (RuntimeError, AttributeError):  # an operator this torch does not have
+                    pass
+    _everywhere.append(library)
 
 
 def _course_code() -> set[int]:
@@ -871,9 +927,10 @@ def _with_gradients(fn, args: list, kwargs: dict):
     return {"value": torch.Tensor.detach(value), "gradients": dict(zip(names, grads))}
 
 
-def watch_source(code: str) -> str:
-    """The code of the cell that takes the first look (before the first answer cell)."""
-    return f"__import__('sys').path.insert(0, {code!r})\n__import__({IN_KERNEL_MODULE!r}).watch()"
+def watch_source(code: str, work: str | None = None) -> str:
+    """The code of the cell that takes the first look (before the first answer cell); ``work``:
+    the work folder, whose inputs list the operators refused from then on."""
+    return f"__import__('sys').path.insert(0, {code!r})\n__import__({IN_KERNEL_MODULE!r}).watch({work!r})"
 
 
 def probe_source(question: str, work: str, code: str) -> str:
@@ -1102,7 +1159,6 @@ def userns_filter() -> bytes:
     ``clone``); x86_64's x32 system calls are refused. Everything else is allowed. As root,
     bwrap cannot ``--disable-userns`` (that needs its own user namespace): this is what keeps a
     submission from making one, where it would hold every capability."""
-    import struct
     LD_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
     ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
     code: list = []  # (op, jt label or 0, jf label or 0, k); a label is a str resolved below
@@ -1133,6 +1189,12 @@ def userns_filter() -> bytes:
     code.append((RET, 0, 0, EPERM))
     at("enosys")
     code.append((RET, 0, 0, ENOSYS))
+    return _bpf(code, labels)
+
+
+def _bpf(code: list, labels: dict[str, int]) -> bytes:
+    """``code`` ((op, jt, jf, k), jumps given as labels) as a ``struct sock_filter`` array."""
+    import struct
     out = b""
     for i, (op, jt, jf, k) in enumerate(code):
         jt = labels[jt] - i - 1 if isinstance(jt, str) else jt
@@ -1140,6 +1202,51 @@ def userns_filter() -> bytes:
         assert 0 <= jt < 256 and 0 <= jf < 256
         out += struct.pack("=HBBI", op, jt, jf, k)
     return out
+
+
+#: execve and execveat per architecture (as ``_SYSCALLS``), and the number of seccomp itself
+_EXECS = {0xC000003E: (59, 322), 0x40000003: (11, 358), 0xC00000B7: (221, 281)}
+_SECCOMP = {"x86_64": 317, "aarch64": 277}
+
+
+def exec_filter() -> bytes:
+    """A classic BPF seccomp program that refuses ``execve`` and ``execveat`` with EPERM (and
+    x86_64's x32 system calls); everything else is allowed."""
+    LD_ABS, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06
+    ALLOW, EPERM = 0x7FFF0000, 0x00050000 | 1
+    code: list = [(LD_ABS, 0, 0, 4)]  # seccomp_data.arch
+    labels: dict[str, int] = {}
+    for arch in _EXECS:
+        code.append((JEQ, f"arch{arch}", 0, arch))
+    code.append((RET, 0, 0, ALLOW))
+    for arch, (execve, execveat) in _EXECS.items():
+        labels[f"arch{arch}"] = len(code)
+        code.append((LD_ABS, 0, 0, 0))  # seccomp_data.nr
+        if arch == 0xC000003E:
+            code.append((JGE, "eperm", 0, 0x40000000))  # the x32 ABI
+        code += [(JEQ, "eperm", 0, execve), (JEQ, "eperm", 0, execveat), (RET, 0, 0, ALLOW)]
+    labels["eperm"] = len(code)
+    code.append((RET, 0, 0, EPERM))
+    return _bpf(code, labels)
+
+
+def refuse_exec() -> bool:
+    """From now on no thread of this process, nor any process it starts, can execute a program
+    (``exec_filter``, for every thread at once; it cannot be taken back): a new interpreter would
+    hold none of ``refuse_everywhere``'s refusals (a forked child keeps them). Whether it took."""
+    import ctypes
+    number = _SECCOMP.get(os.uname().machine)
+    if number is None:
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    program = ctypes.create_string_buffer(exec_filter())
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    fprog = Program(len(program.raw) // 8, ctypes.addressof(program))
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS: what lets a user install a filter
+        return False
+    return libc.syscall(number, 1, 1, ctypes.byref(fprog)) == 0  # SECCOMP_SET_MODE_FILTER, FLAG_TSYNC
 
 
 def userns_filter_fd() -> int:
@@ -1324,6 +1431,27 @@ class Cgroup:
         except (OSError, ValueError, IndexError):
             return None
 
+    def waited_ns(self) -> dict[int, int] | None:
+        """Nanoseconds each live thread of the group has waited for a CPU so far (its run-queue
+        delay: ``/proc/<tid>/schedstat``'s second field), by thread id; None where this kernel
+        keeps no such count."""
+        out: dict[int, int] = {}
+        for path in self.paths[:1]:  # every controller's group holds the same processes
+            try:
+                pids = (path / "cgroup.procs").read_text().split()
+            except OSError:
+                return None
+            for pid in pids:
+                try:
+                    for task in Path(f"/proc/{pid}/task").iterdir():
+                        out[int(task.name)] = int((task / "schedstat").read_text().split()[1])
+                except FileNotFoundError:
+                    if not Path("/proc/self/schedstat").exists():
+                        return None
+                except (OSError, ValueError, IndexError):
+                    pass
+        return out
+
     def kill(self) -> None:
         for path in self.paths:
             try:
@@ -1482,6 +1610,10 @@ def _wait(child, time_limit: float | None, limits: Limits, group: "Cgroup | None
     cpu_limit = (time_limit or 3600) + limits.grace_seconds
     counted = group is not None and group.cpu_seconds() is not None
     wall_limit = cpu_limit * (limits.wall_factor if counted else 1)
+    # the wall clock runs on for a submission only while its threads wait for a CPU that others
+    # hold (a busy machine): a submission that sleeps is stopped at the limit itself, not at
+    # wall_factor times it (grader-3: one `time.sleep` held a worker for 22 minutes)
+    waited: dict[int, int] | None = {} if counted and group.waited_ns() is not None else None
     start = time.monotonic()
     while True:
         try:
@@ -1489,11 +1621,16 @@ def _wait(child, time_limit: float | None, limits: Limits, group: "Cgroup | None
             return ""
         except subprocess.TimeoutExpired:
             pass
+        if waited is not None:
+            now = group.waited_ns() or {}
+            waited.update({tid: max(ns, waited.get(tid, 0)) for tid, ns in now.items()})
+            wall_limit = min(cpu_limit * limits.wall_factor, cpu_limit + sum(waited.values()) / 1e9)
         used = group.cpu_seconds() if counted else None
         if used is not None and used > cpu_limit:
             why = f"stopped after {used:.0f} s of CPU time (the sandbox and every process in it were killed)"
         elif time.monotonic() - start > wall_limit:
-            why = f"stopped after {wall_limit:g} s (the sandbox and every process in it were killed)"
+            why = (f"stopped after {time.monotonic() - start:.0f} s, {used or 0:.0f} s of CPU time "
+                   "(the sandbox and every process in it were killed)")
         else:
             continue
         _kill(child)

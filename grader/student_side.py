@@ -51,6 +51,12 @@ OPERATORS = {
 }
 
 
+#: torch functions that do the work of a listed one under another name (reached as
+#: ``torch.ops.aten.<name>``, which no other path to the listed function passes through)
+SAME_WORK = {"scaled_dot_product_attention": ["_scaled_dot_product_attention_math",
+                                              "_scaled_dot_product_attention_math_for_mps"]}
+
+
 def listed(source) -> list[str]:
     """``course.reference_answers`` of a source notebook."""
     value = source.metadata.get("course", {}).get("reference_answers", [])
@@ -82,6 +88,7 @@ def forbidden(source) -> dict:
     TorchDispatchMode refuses} for the torch names listed as reference answers."""
     functions = {name.rsplit(".", 1)[1] for name in listed(source)
                  if name.startswith("torch.") and name.rsplit(".", 1)[1][:1].islower()}
+    functions |= {other for name in functions for other in SAME_WORK.get(name, [])}
     operators = {op for name in listed(source) for op in OPERATORS.get(name, [])}
     return {"functions": sorted(functions), "operators": sorted(operators)}
 
@@ -202,6 +209,35 @@ def strip_module(text: str, module: str, names: set[str], assignment: str) -> st
     return "".join(lines[:after]) + header + "".join(lines[after:])
 
 
+#: what the course's own code calls instead of torch's fused attention where the assignment refuses
+#: it (``fused_attention`` written out: the same output up to float rounding, so that a layer the
+#: assignment hands out, a6's ``EncoderLayer``, needs no exception to the refusal)
+WRITTEN_OUT = {("attention", "fused_attention"): '''def fused_attention(q, k, v, mask=None, dropout_p: float = 0.0) -> torch.Tensor:
+    """``scaled_dot_product_attention``'s output (written out while grading: torch's fused kernel
+    is refused in this assignment's sandbox)."""
+    _check_qkv(q, k, v, mask)
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # a query with no key: a zero output
+    if dropout_p > 0.0:
+        weights = nn.functional.dropout(weights, dropout_p)
+    return weights @ v
+'''}
+
+
+def written_out(text: str, names: dict[str, str]) -> str:
+    """``text`` (a module of the package) with the top-level functions ``names`` (name -> code)
+    replaced by that code."""
+    tree = parse_python(text)
+    lines = text.splitlines(keepends=True)
+    cuts = [(min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1, node.end_lineno, names[node.name])
+            for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names]
+    for start, end, code in sorted(cuts, reverse=True):
+        lines[start:end] = [code]
+    return "".join(lines)
+
+
 _built: dict[str, Path] = {}
 _lock = threading.Lock()
 
@@ -213,12 +249,17 @@ def student_package(name: str, source, compared: set[str] = frozenset()) -> Path
         if name not in _built:
             out = Path(tempfile.mkdtemp(prefix=f"grader-{name}-course_utils-")) / PACKAGE
             strip = reference_names(source, compared)
+            refused = forbidden(source)["functions"]
             shutil.copytree(ROOT / PACKAGE, out, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
             for path in sorted(out.glob("*.py")):
                 module = f"{PACKAGE}.{path.stem}"
                 names = {n.rsplit(".", 1)[1] for n in strip if n.rsplit(".", 1)[0] == module}
                 if names:
                     path.write_text(strip_module(path.read_text(), module, names, name))
+                own = {fn: code for (stem, fn), code in WRITTEN_OUT.items()
+                       if stem == path.stem and fn not in names and "scaled_dot_product_attention" in refused}
+                if own:
+                    path.write_text(written_out(path.read_text(), own))
             compileall.compile_dir(str(out), quiet=1)
             for p in [out.parent, *out.parent.rglob("*")]:
                 p.chmod(0o755 if p.is_dir() else 0o644)

@@ -258,11 +258,46 @@ def _short(x, n: int = 120) -> str:
     return text if len(text) <= n else text[:n] + "..."
 
 
-def _show_call(call: dict) -> str:
-    args = ", ".join(_short(a, 40) for a in call.get("args", []))
+def _shown(x, n: int = 40, depth: int = 0) -> str:
+    """``x``, an argument of a call the grader makes, as a student reads it: a tensor by its shape
+    and dtype, an object the call builds as the call that builds it (``Seq2Seq(config)``), a
+    record by its fields, never the grader's encodings (``{'$make': ...}``); cut at ``n`` characters."""
+    import torch
+    if isinstance(x, torch.Tensor):
+        text = f"{str(x.dtype).replace('torch.', '')} tensor {tuple(x.shape)}"
+    elif isinstance(x, dict) and len(x) == 1 and "$make" in x and isinstance(x["$make"], dict):
+        n = 2 * n  # the object a call builds says the most: more room
+        text = _show_call(x["$make"], n, depth + 1)
+    elif isinstance(x, dict) and len(x) == 1 and set(x) & {"$fields", "$batch"} and isinstance(next(iter(x.values())), dict):
+        kind = "Batch" if "$batch" in x else "object"
+        fields = next(iter(x.values()))
+        text = f"{kind}({', '.join(f'{k}={_shown(v, n, depth + 1)}' for k, v in fields.items())})" if depth < 2 \
+            else f"{kind}(...)"
+    elif isinstance(x, (list, tuple)) and depth < 3:
+        inner = ", ".join(_shown(v, n, depth + 1) for v in x)
+        text = f"[{inner}]" if isinstance(x, list) else f"({inner}{',' if len(x) == 1 else ''})"
+    elif isinstance(x, dict) and depth < 3:
+        text = "{" + ", ".join(f"{k!r}: {_shown(v, n, depth + 1)}" for k, v in x.items()) + "}"
+    else:
+        text = repr(x)
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def _show_call(call: dict, n: int = 40, depth: int = 0) -> str:
+    """A call of a question as the student would write it: ``loss_fn(Seq2Seq(config), Batch(...))``,
+    ``MultiHeadAttention(32, 4).forward(float32 tensor (2, 5, 32), ...)``."""
+    def arguments(args, kwargs):
+        return ", ".join([_shown(a, n, depth) for a in args or []]
+                         + [f"{k}={_shown(v, n, depth)}" for k, v in (kwargs or {}).items()])
+    shown = f"{call.get('fn', '?')}"
     if "init" in call:
-        return f"{call['fn']}(...){'.' + call['method'] if call.get('method') else ''}({args})"
-    return f"{call['fn']}({args})"
+        shown += f"({arguments(call['init'], call.get('init_kwargs'))})"
+        if call.get("steps"):
+            return shown + "".join(f".{step.get('method') or '__call__'}(...)" for step in call["steps"])
+        if call.get("object") or depth:
+            return shown if not call.get("method") else shown + f".{call['method']}(...)"
+        return shown + (f".{call['method']}" if call.get("method") else "") + f"({arguments(call.get('args'), call.get('kwargs'))})"
+    return shown + f"({arguments(call.get('args'), call.get('kwargs'))})"
 
 
 _data_lock = __import__("threading").Lock()

@@ -619,8 +619,43 @@ def test_near_identical_answer_code_is_listed_for_review_and_independent_code_is
             grader_report.Row("dan", "a2_transformer", answers="x = 1"),  # too short to say anything
             grader_report.Row("eve", "a6_vit", answers=solution)]  # another assignment: never compared
     pairs = grader_report.similar_pairs(Path("."), rows)
-    assert [(a, b) for a, b, _ in pairs] == [("ann", "ben")] and 0.9 <= pairs[0][2] < 1
+    assert [(a, b) for a, b, _, _ in pairs] == [("ann", "ben")] and 0.9 <= pairs[0][2] < 1 and pairs[0][3] is None
     assert grader_report.pairs_csv(pairs).splitlines()[1].startswith("ann,ben,")
+
+
+def test_trained_models_that_agree_far_more_closely_than_two_trainings_are_listed():
+    """Issue 63's copying check on trained models: a2's checkpoint with 1 % noise and the same
+    with another 1 % (one model handed in twice, each copy disguised) agree to under the 0.035
+    that tells a copy of the reference apart; two trainings do not (a run of one's own: the
+    reference + 20 % noise stands in for one). The samples
+    are what the grader keeps of each model: the reference class's outputs with the student's
+    weights on the trained-model question's calls."""
+    import torch
+    from grader import checkpoints as grader_checkpoints
+    from grader import report as grader_report
+    from grader import run as grader_run
+    path = SOURCE / "a2_transformer" / "a2_transformer.ipynb"
+    question = grader_run.questions_judged_outside(path)["test_translation"]
+    reference = torch.load(SOURCE / "a2_transformer" / "transformer.pt", map_location="cpu", weights_only=True)
+
+    def noisy(state, noise, seed):
+        generator = torch.Generator().manual_seed(seed)
+        return {**state, "model": {k: v + noise * v.std() * torch.randn(v.shape, generator=generator)
+                                   if v.is_floating_point() and v.numel() > 1 else v for k, v in state["model"].items()}}
+
+    def sample(state):
+        return grader_checkpoints.output_sample(question.expected_for(question.calls(state)))
+    copied = noisy(reference, 0.01, 1)
+    models = {"ann": sample(copied), "ben": sample(noisy(copied, 0.01, 2)), "cat": sample(noisy(reference, 0.2, 3))}
+    rows = [grader_report.Row(name, "a2_transformer", answers=name, models={"test_translation": m})
+            for name, m in models.items()] + [grader_report.Row("eve", "a6_vit", models={"test_translation": models["ann"]})]
+    pairs = grader_report.similar_pairs(Path("."), rows)
+    print("distances", {f"{a}-{b}": grader_checkpoints.models_distance(models[a], models[b])
+                        for a, b in (("ann", "ben"), ("ann", "cat"), ("ben", "cat"))})
+    assert [(a, b) for a, b, _, _ in pairs] == [("ann", "ben")], pairs
+    assert all(d is not None and d < 0.035 and ratio is None for _, _, ratio, d in pairs), pairs
+    assert grader_checkpoints.models_distance(models["ann"], models["cat"]) > 0.05
+    assert grader_report.pairs_csv(pairs).splitlines()[0] == "student_a,student_b,answer_code_similarity,trained_model_distance"
 
 
 # ---- a folder in, a CSV out -----------------------------------------------------------------
@@ -894,3 +929,19 @@ def test_the_reference_checkpoint_is_trained_with_seeds_of_its_own(name):
     uses = re.findall(r"seed\s*=\s*([^,)\n]+)|manual_seed\(([^)]+)\)", solution)
     assert uses and all("REFERENCE_SEED" in "".join(u) for u in uses), f"a seed not the reference's own: {uses}"
     assert "REFERENCE_SEED" not in (RELEASE / name / f"{name}.ipynb").read_text()
+
+
+def test_a_class_folder_shows_its_progress(tmp_path, capsys):
+    """Issue 67: ``make grade`` on a class says which student of how many it is at and the time
+    left (a bar on stderr), instead of nothing until the CSV; a student's name reaches the
+    terminal without its control characters."""
+    from grader import batch as grader_batch
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "ann.txt").write_text("not a notebook")
+    (folder / "b\x1b[2Jen.ipynb").write_text("{ broken")
+    _, rows = grader_batch.grade_folder(folder, workers=1, sandbox=False)
+    err = capsys.readouterr().err
+    assert len(rows) == 2 and all(r.error for r in rows)
+    assert "grading the class" in err and "2/2" in err and "<" in err, err  # n/N [elapsed<left]
+    assert "\x1b[2J" not in err and "b?[2Jen: error" in err, err

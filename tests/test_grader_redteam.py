@@ -674,3 +674,254 @@ def test_the_quick_pass_falls_back_on_each_attack_that_once_beat_it(quick_pass_r
         assert new == old, (tag, new, old)
         assert what in new[1], (tag, new)
     assert found["in-and-out"] == found["in-and-out-old"] and any(found["in-and-out"][1:4]), found
+
+
+# ---- 4. grader-3's cold attack (issue 63): torch's attention reached by another name -----------
+
+def _probed_refusing(name, question, namespace, tmp_path):
+    """``_probed`` with the assignment's refused torch functions and operators in the inputs,
+    as ``grader.run.grade`` writes them."""
+    import json
+    from grader import student_side
+    q = _checks(name)[question]
+    work = Path(tempfile.mkdtemp(prefix=f"{name}-{question}-", dir=tmp_path))
+    (work / "in").mkdir()
+    (work / "in" / f"{question}.json").write_text(grader_verdicts.inputs(q.cases()))
+    (work / "in" / grader_sandbox.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source(name))))
+    exec(compile(grader_sandbox.probe_source(question, str(work), grader_sandbox.code_folder(work)),
+                 f"probe {question}", "exec"), namespace)
+    out = work / "out" / f"{question}.json"
+    return grader_verdicts.judge(q, out.read_text() if out.exists() else None)
+
+
+MATH_ATTENTION = ("def scaled_dot_product_attention(q, k, v, mask=None):\n"
+                  "    out, weights = torch.ops.aten._scaled_dot_product_attention_math(q, k, v, attn_mask=mask)\n"
+                  "    return out, weights\n")
+
+
+def test_torchs_math_attention_by_its_operator_name_is_refused(tmp_path):
+    """a2: ``torch.ops.aten._scaled_dot_product_attention_math`` is torch's attention (output and
+    weights) under a name the refused list once missed (no path to ``scaled_dot_product_attention``
+    passes through it; grader-3's cold attack: it ran in the probe). Fix:
+    ``grader.student_side.SAME_WORK``."""
+    for gid, edit in (("attention", lambda code: MATH_ATTENTION),):
+        namespace = _namespace("a2_transformer", **{gid: edit})
+        ok, why = _probed_refusing("a2_transformer", "test_attention", namespace, tmp_path)
+        assert not ok, "torch's math attention scored test_attention"
+        assert "reference answer" in why or "ForbiddenOperation" in why, why
+    # the honest answer still passes the same probe
+    ok, why = _probed_refusing("a2_transformer", "test_attention", _namespace("a2_transformer"), tmp_path)
+    assert ok, why
+
+
+def test_the_courses_fused_attention_is_a_reference_answer_in_a2():
+    """a2: ``course_utils.attention.fused_attention`` computes attention's output with torch's fused
+    kernel, and the refusal lets the course's own code through: in a2 it is a tripwire in the
+    sandbox and, named in an answer, a finding on its question (grader-3's cold attack)."""
+    from grader import run as grader_run
+    from grader import student_side
+    source_path = T.SOURCE / "a2_transformer" / "a2_transformer.ipynb"
+    compared = student_side.compared_names(grader_run.questions_judged_outside(source_path),
+                                           grader_verdicts.reference_code(source_path))
+    references = student_side.reference_names(T._source("a2_transformer"), compared)
+    assert "course_utils.attention.fused_attention" in references
+    cheat = ("from course_utils.attention import fused_attention\n\n"
+             "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+             "    w = torch.softmax((q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(\n"
+             "        mask == False if mask is not None else torch.zeros((), dtype=torch.bool), float('-inf')), -1)\n"
+             "    return fused_attention(q, k, v, mask), w.nan_to_num(0.0)\n")
+    zeroed = grader_assemble.check_answers(T._solved_release("a2_transformer", attention=lambda code: cheat),
+                                           T._source("a2_transformer"), references).zeroed
+    assert "test_attention" in zeroed and "fused_attention" in zeroed["test_attention"], zeroed
+
+
+#: a2's attention by torch's fused kernel, after switching the probe's refusal off in the grader's
+#: own module, which the kernel has imported before the first answer cell (the watch cell)
+SWITCHED_OFF = ("import sys as _sys, contextlib as _contextlib\n"
+                "_sys.modules['grader_sandbox']._refusing = lambda forbidden: _contextlib.nullcontext()\n\n"
+                "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+                "    d = q.shape[-1]\n"
+                "    scores = q @ k.transpose(-2, -1) / d ** 0.5\n"
+                "    if mask is not None:\n"
+                "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+                "    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)\n"
+                "    out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else mask | ~mask.any(-1, keepdim=True))\n"
+                "    if mask is not None:\n"
+                "        out = out.masked_fill(~mask.any(-1, keepdim=True), 0.0)\n"
+                "    return out, weights\n")
+
+
+def test_the_grader_module_in_the_kernel_cannot_switch_the_refusal_off(tmp_path):
+    """The kernel imports the grader's module (``grader_sandbox``) in the watch cell, before the
+    first answer: an answer cell that replaced its ``_refusing`` ran torch's fused attention in the
+    probe and scored test_attention (grader-3's cold attack). Fix: the grader's own module is one
+    of those the first look watches (``grader.sandbox.WATCHED``), so the probe sees the change."""
+    work = tmp_path / "code"
+    code = grader_sandbox.code_folder(work)
+    lines = _in_a_process_of_its_own(
+        f"import sys, pathlib, tempfile\nsys.path.insert(0, {code!r})\nimport grader_sandbox\ngrader_sandbox.watch()\n"
+        "import test_grader_redteam as R\n"
+        "ns = R._namespace('a2_transformer')\n"
+        "print('honest', R._probed_refusing('a2_transformer', 'test_attention', ns, pathlib.Path(tempfile.mkdtemp())))\n"
+        "ns = R._namespace('a2_transformer', attention=lambda code: R.SWITCHED_OFF)\n"
+        "print('switched', R._probed_refusing('a2_transformer', 'test_attention', ns, pathlib.Path(tempfile.mkdtemp())))\n",
+        tmp_path)
+    assert "honest (True, '')" in lines, lines
+    switched = next(line for line in lines if line.startswith("switched"))
+    assert switched.startswith("switched (False, 'torch or the course package was changed at run time "
+                               "(grader_sandbox._refusing was replaced"), switched
+
+
+_WEIGHTS = ("    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5\n"
+            "    if mask is not None:\n"
+            "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+            "    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)\n")
+_FUSED = ("getattr(F, 'scaled_dot_product_' + 'attention')(q, k, v, attn_mask=None if mask is None else "
+          "mask | ~mask.any(-1, keepdim=True))")
+#: a2's attention whose output comes from torch's fused kernel, called in a thread of its own (the
+#: refusal while the grader's calls ran was a torch mode, which is the calling thread's only)
+IN_A_THREAD = ("import threading as _threading\n\n"
+               "def scaled_dot_product_attention(q, k, v, mask=None):\n" + _WEIGHTS +
+               "    box = []\n"
+               f"    _t = _threading.Thread(target=lambda: box.append({_FUSED}))\n"
+               "    _t.start()\n    _t.join()\n"
+               "    out = box[0] if mask is None else box[0].masked_fill(~mask.any(-1, keepdim=True), 0.0)\n"
+               "    return out, weights\n")
+#: ... computed in the answer cell itself, outside the grader's calls (as a cell that read the
+#: grader's inputs in in/<question>.json, readable before the probe runs, would compute them)
+IN_THE_CELL = ("q = k = v = torch.randn(2, 3, 4)\nmask = None\n_precomputed = " + _FUSED + "\n\n"
+               "def scaled_dot_product_attention(q, k, v, mask=None):\n" + _WEIGHTS +
+               "    return weights @ v, weights\n")
+
+
+def test_torchs_fused_attention_is_refused_in_every_thread_and_every_cell(tmp_path):
+    """grader-3's cold attack: the listed operators were refused only in the calling thread and only
+    while the grader's calls ran; a thread started in a call (IN_A_THREAD) scored test_attention,
+    and an answer cell could compute with them outside the calls (the grader's inputs are readable
+    there). Fix: ``grader_sandbox.refuse_everywhere``, from the watch cell on, in torch's dispatcher.
+    The honest answer, and a6's handed-out layer (the course's ``fused_attention``, written out in
+    the sandbox's package), still run."""
+    import json
+    from grader import student_side
+    work = tmp_path / "work"
+    (work / "in").mkdir(parents=True)
+    (work / "in" / grader_sandbox.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source("a2_transformer"))))
+    code = grader_sandbox.code_folder(tmp_path / "code")
+    lines = _in_a_process_of_its_own(
+        f"import sys, pathlib, tempfile\nsys.path.insert(0, {code!r})\nimport grader_sandbox\n"
+        f"grader_sandbox.watch({str(work)!r})\n"
+        "import test_grader_redteam as R\n"
+        "print('honest', R._probed_refusing('a2_transformer', 'test_attention', R._namespace('a2_transformer'), "
+        "pathlib.Path(tempfile.mkdtemp())))\n"
+        "ns = R._namespace('a2_transformer', attention=lambda code: R.IN_A_THREAD)\n"
+        "print('thread', R._probed_refusing('a2_transformer', 'test_attention', ns, pathlib.Path(tempfile.mkdtemp())))\n"
+        "try:\n    R._namespace('a2_transformer', attention=lambda code: R.IN_THE_CELL)\n    print('cell ran')\n"
+        "except RuntimeError as err:\n    print('cell refused', str(err).splitlines()[0][:60])\n",
+        tmp_path)
+    assert "honest (True, '')" in lines, lines
+    thread = next(line for line in lines if line.startswith("thread"))
+    assert thread.startswith("thread (False, "), thread
+    assert any(line.startswith("cell refused ForbiddenOperation: torch's operator aten::_scaled_dot") for line in lines), lines
+
+
+def test_a6s_handed_out_layer_runs_with_the_fused_kernel_refused(tmp_path):
+    """a6's ``EncoderLayer`` (handed out) reaches attention through the course's ``fused_attention``:
+    in the sandbox's package that is written out, so with torch's fused kernel refused everywhere
+    the layer runs, and agrees with the course's own."""
+    import json
+    from grader import student_side
+    source = T._source("a6_vit")
+    source_path = T.SOURCE / "a6_vit" / "a6_vit.ipynb"
+    compared = student_side.compared_names(grader_run.questions_judged_outside(source_path),
+                                           grader_verdicts.reference_code(source_path))
+    package = student_side.student_package("a6_vit", source, compared)
+    work = tmp_path / "work"
+    (work / "in").mkdir(parents=True)
+    (work / "in" / grader_sandbox.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(source)))
+    code = grader_sandbox.code_folder(tmp_path / "code")
+    lines = _in_a_process_of_its_own(
+        "import sys, torch\n"
+        "from course_utils.vit import EncoderLayer as Course\n"
+        "torch.manual_seed(0)\nlayer = Course(16, 2, 32, 0.0).eval()\nx = torch.randn(2, 5, 16)\n"
+        "with torch.no_grad():\n    want = layer(x, need_weights=False)[0]\n"
+        f"for m in [m for m in sys.modules if m.startswith('course_utils')]:\n    del sys.modules[m]\n"
+        f"sys.path.insert(0, {str(package.parent)!r})\nsys.path.insert(0, {code!r})\nimport grader_sandbox\n"
+        f"grader_sandbox.watch({str(work)!r})\n"
+        "from course_utils.vit import EncoderLayer\n"
+        f"assert sys.modules['course_utils.attention'].__file__.startswith({str(package)!r})\n"
+        "try:\n    torch.nn.functional.scaled_dot_product_attention(x[:, None], x[:, None], x[:, None])\n    print('fused ran')\n"
+        "except RuntimeError:\n    print('fused refused')\n"
+        "with torch.no_grad():\n    got = EncoderLayer(16, 2, 32, 0.0).eval()\n    got.load_state_dict(layer.state_dict())\n"
+        "    print('difference', float((got(x, need_weights=False)[0] - want).abs().max()))\n", tmp_path)
+    assert "fused refused" in lines, lines
+    difference = float(next(line for line in lines if line.startswith("difference")).split()[1])
+    assert difference < 1e-5, lines
+
+
+#: the refusal in the dispatcher undone (its torch.library registrations destroyed) and as many
+#: kernels registered elsewhere, then IN_A_THREAD's attention
+UNDONE = ("import sys as _sys, torch as _torch\n"
+          "_n = len([k for k in _torch.library._impls if k.startswith('aten/')])\n"
+          "for _lib in _sys.modules['grader_sandbox']._everywhere:\n    _lib._destroy()\n"
+          "_mine = _torch.library.Library('aten', 'IMPL')\n"
+          "for _op in ['sinc', 'sgn', 'frac', 'erfinv', 'i0', 'lgamma', 'digamma', 'expm1', 'log1p', 'rsqrt',\n"
+          "            'trunc', 'xlogy.Tensor'][:_n - len([k for k in _torch.library._impls if k.startswith('aten/')])]:\n"
+          "    _mine.impl(_op, lambda *a, **k: None, 'CPU')\n" + IN_A_THREAD)
+
+
+def test_the_refusal_in_the_dispatcher_cannot_be_undone_unseen(tmp_path):
+    """The refusal's registrations are reachable from the kernel (``grader_sandbox._everywhere``):
+    destroyed, with as many other kernels registered so that a count stays the same, the fused
+    kernel ran again in a thread. The first look compares which aten kernels are registered from
+    Python, not how many (grader-3), so the probe scores nothing and says what was taken out."""
+    import json
+    from grader import student_side
+    work = tmp_path / "work"
+    (work / "in").mkdir(parents=True)
+    (work / "in" / grader_sandbox.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source("a2_transformer"))))
+    code = grader_sandbox.code_folder(tmp_path / "code")
+    lines = _in_a_process_of_its_own(
+        f"import sys, pathlib, tempfile, warnings\nwarnings.simplefilter('ignore')\nsys.path.insert(0, {code!r})\n"
+        f"import grader_sandbox\ngrader_sandbox.watch({str(work)!r})\n"
+        "import test_grader_redteam as R\n"
+        "ns = R._namespace('a2_transformer', attention=lambda code: R.UNDONE)\n"
+        "print('undone', R._probed_refusing('a2_transformer', 'test_attention', ns, pathlib.Path(tempfile.mkdtemp())))\n",
+        tmp_path)
+    undone = next(line for line in lines if line.startswith("undone"))
+    assert undone.startswith("undone (False, 'torch or the course package was changed at run time (aten kernels "
+                             "registered through torch.library: taken out aten/"), undone
+
+
+def test_no_program_starts_after_the_first_answer_where_torch_operations_are_refused(tmp_path):
+    """A Python started by the submission (``subprocess``, ``multiprocessing``'s spawn) is a new
+    interpreter without ``refuse_everywhere``'s refusals: it computed torch's fused attention for
+    a call (grader-3). From the watch cell on, no thread of the kernel may execute a program
+    (``grader_sandbox.refuse_exec``, a seccomp filter for every thread); a forked child keeps the
+    refusals; a figure (matplotlib's font cache built anew) and tqdm still work."""
+    import json
+    from grader import student_side
+    work = tmp_path / "work"
+    (work / "in").mkdir(parents=True)
+    (work / "in" / grader_sandbox.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source("a2_transformer"))))
+    code = grader_sandbox.code_folder(tmp_path / "code")
+    lines = _in_a_process_of_its_own(
+        f"import io, os, sys, subprocess, tempfile, threading\nos.environ['MPLCONFIGDIR'] = tempfile.mkdtemp()\n"
+        f"sys.path.insert(0, {code!r})\nimport grader_sandbox, torch\ngrader_sandbox.watch({str(work)!r})\n"
+        "for where in ('main', 'thread'):\n"
+        "    box = []\n"
+        "    def run():\n"
+        "        try:\n            subprocess.run([sys.executable, '-c', 'pass'])\n            box.append('ran')\n"
+        "        except PermissionError:\n            box.append('refused')\n"
+        "    run() if where == 'main' else (lambda t: (t.start(), t.join()))(threading.Thread(target=run))\n"
+        "    print('exec', where, box[0])\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    try:\n        torch.nn.functional.scaled_dot_product_attention(*(torch.randn(1, 1, 2, 4),) * 3)\n"
+        "        print('child ran')\n"
+        "    except RuntimeError:\n        print('child refused')\n"
+        "    sys.stdout.flush()\n    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+        "plt.plot([1, 2])\nplt.title('loss')\nplt.savefig(io.BytesIO())\n"
+        "from tqdm.auto import tqdm\nprint('honest', sum(1 for _ in tqdm(range(3))))\n", tmp_path)
+    assert lines == ["exec main refused", "exec thread refused", "child refused", "honest 3"], lines

@@ -197,7 +197,30 @@ def _other_classes(root):
     (folder / "permuter").mkdir()
     nbformat.write(T._solved_release("a6_vit"), folder / "permuter" / "a6_vit.ipynb")
     _permuted(SOURCE / "a6_vit" / "vit.pt", folder / "permuter" / "vit.pt")
-    return [root / "copier_class", root / "permuter_class"]
+    # a2 (grader-3's cold attack): torch's fused attention, refused only in the calling thread and
+    # only during the grader's calls, reached from a thread started in the call, and computed in
+    # the answer cell from the grader's inputs (in/test_attention.json) before the probe ran
+    import test_grader_redteam as R
+    precompute = ("import json as _json, sys as _sys\n_sys.path.insert(0, '/tmp/grader')\nimport grader_sandbox as _gs\n"
+                  "_answers = {}\n"
+                  "def scaled_dot_product_attention(q, k, v, mask=None):\n" + R._WEIGHTS +
+                  "    key = (q.sum().item(), k.sum().item(), v.sum().item())\n"
+                  "    return _answers.get(key, torch.zeros_like(q)), weights\n"
+                  "try:\n"
+                  "    for _c in _gs.decode(_json.loads(open('in/test_attention.json').read())):\n"
+                  "        q, k, v = _c['args'][:3]\n        mask = _c['args'][3] if len(_c['args']) > 3 else None\n"
+                  "        _out = " + R._FUSED + "\n"
+                  "        _answers[(q.sum().item(), k.sum().item(), v.sum().item())] = (\n"
+                  "            _out if mask is None else _out.masked_fill(~mask.any(-1, keepdim=True), 0.0))\n"
+                  "    print('precomputed', len(_answers))\n"
+                  "except Exception as _e:\n    print('precompute failed', type(_e).__name__)\n")
+    folder = root / "attention_class"
+    for student, code in (("threader", R.IN_A_THREAD), ("precomputer", precompute)):
+        (folder / student).mkdir(parents=True)
+        nbformat.write(T._solved_release("a2_transformer", attention=lambda c, code=code: code),
+                       folder / student / "a2_transformer.ipynb")
+        T._own_checkpoint(SOURCE / "a2_transformer" / "transformer.pt", folder / student / "transformer.pt")
+    return [root / "copier_class", root / "permuter_class", root / "attention_class"]
 
 
 def _permuted(reference, path, seed=0):
@@ -239,7 +262,7 @@ def attacked(tmp_path_factory, grading_alone):
         survivors = _sandbox_processes()
         class_size = len(rows)
         for other in others:
-            rows += grader_batch.grade_folder(other, workers=1, time_limit=TIME_LIMIT)[1]
+            rows += grader_batch.grade_folder(other, workers=2, time_limit=TIME_LIMIT)[1]
             feedback.update({p.stem: p.read_text() for p in (other / "feedback").glob("*.ipynb")})
     return {"folder": folder, "rows": {r.student: r for r in rows}, "csv": csv_text, "feedback": feedback,
             "seconds": seconds, "before": before, "after": _digest(outside), "inside": inside,
@@ -356,6 +379,37 @@ def test_issue_63s_attacks_cost_only_the_attacked_questions_and_the_class_is_gra
     assert "is the assignment a2_transformer, not a3_bpe" in rows["wrong"].error and rows["wrong"].total == 0
     assert {r.student for r in rows.values() if r.assignment == "a3_bpe" or r.error} >= {
         "cleanup", "quiet", "killer", "sneaky", "messy", "forger", "referee", "exiter", "hog", "wrong", "=2+3"}
+
+
+def test_torchs_fused_attention_is_refused_in_threads_and_before_the_probe(attacked):
+    """grader-3: a thread started in a call, and an answer computed in the answer cell from the
+    grader's inputs, reached torch's fused attention; refused in the dispatcher from the first
+    answer cell on, in every thread, each scores 0 on test_attention, and the class is graded."""
+    rows = attacked["rows"]
+    for student in ("threader", "precomputer"):
+        assert rows[student].error == "" and rows[student].assignment == "a2_transformer", student
+        assert rows[student].scores["test_attention"] == 0, student
+    assert "precompute failed RuntimeError" in attacked["feedback"]["precomputer"]
+
+
+def test_a_sleeping_submission_is_stopped_at_its_time_limit(tmp_path):
+    """grader-3: the wall clock allowed ``wall_factor`` (4) times the CPU-time limit to every
+    submission with a cgroup, so one that sleeps held a worker for 4 x (300 + 30) s = 22 minutes
+    (a class's hours, a few sleepers at a time). Now the wall clock runs past the limit only by
+    the time the submission's threads waited for a CPU others held: a sleeper waits for none."""
+    import re
+    if os.geteuid() != 0:
+        pytest.skip("the wall-clock allowance is a cgroup's (grading as root)")
+    notebook = tmp_path / "sleeper.ipynb"
+    nbformat.write(T._solved_release("a3_bpe", count_pairs=T._append("import time\ntime.sleep(3600)")), notebook)
+    limits = grader_sandbox.Limits()
+    time_limit = 10
+    result = grader_run.grade(notebook, time_limit=time_limit)
+    assert "timed out" in result.flags, result.flags
+    why = next(text for text in result.errors.values() if text.startswith("stopped after"))
+    seconds = float(re.match(r"stopped after (\d+) s", why).group(1))
+    print(why)
+    assert seconds < (time_limit + limits.grace_seconds) * limits.wall_factor - 10, why
 
 
 def test_no_user_namespace_inside_a_sandbox():

@@ -160,3 +160,22 @@ def test_an_item_of_the_wrong_kind_inside_a_structure_is_named():
     assert d([("u", "g"), ("u", "n")], [("u", "g"), ("h", "ug")], 1e-5, 1e-6) == \
         "expected [('u', 'g'), ('h', 'ug')], got [('u', 'g'), ('u', 'n')]"
     assert d(1.0, 1.0, 1e-5, 1e-6) == "" and d([(1, [2.0])], [(1, [2.0])], 1e-5, 1e-6) == ""
+
+
+def test_the_feedback_shows_a_call_as_a_student_writes_it():
+    """Issue 67: the feedback once showed the grader's encodings (``loss_fn({'$make': {'fn':
+    'AttentionSeq2Seq', ...``); a call reads as code: objects the call builds as the call that
+    builds them, tensors by dtype and shape, a batch by its fields."""
+    import torch
+    from grader.verdicts import _show_call
+    loss = {"fn": "loss_fn", "grad": True,
+            "args": [{"$make": {"fn": "AttentionSeq2Seq", "init": [{"$make": {"fn": "Seq2SeqConfig", "args": [],
+                                                                              "kwargs": {"d_model": 8}}}],
+                                "state": {"w": torch.zeros(3)}}},
+                     {"$batch": {"src": torch.zeros(2, 5, dtype=torch.long)}}]}
+    assert _show_call(loss) == "loss_fn(AttentionSeq2Seq(Seq2SeqConfig(d_model=8)), Batch(src=int64 tensor (2, 5)))"
+    method = {"fn": "MultiHeadAttention", "init": [32, 4], "method": "forward",
+              "args": [torch.zeros(2, 5, 32)], "kwargs": {"mask": None}}
+    assert _show_call(method) == "MultiHeadAttention(32, 4).forward(float32 tensor (2, 5, 32), mask=None)"
+    assert _show_call({"fn": "f", "args": [{"$fields": {"a": 1}}, (4,)]}) == "f(object(a=1), (4,))"
+    assert "$" not in _show_call({"fn": "g", "args": [[{"$make": {"fn": "C", "init": []}}] * 3]})

@@ -12,6 +12,10 @@ from grader import verdicts as grader_verdicts
 from grader.verdicts import Question
 from grader.verdicts import call as _call
 
+# course code that computes a question's answer without being compared with it: the output of
+# attention by torch's fused kernel (the course reaching it would pass the refusal of the kernel)
+REFERENCE_CODE = ["course_utils.attention.fused_attention"]
+
 
 def _module(cls, init, seed, args, hidden=False, method=None):
     """A call of ``cls(*init)`` given the weights of the reference ``cls(*init)`` made under ``seed``."""
