@@ -63,18 +63,23 @@ def listed(source) -> list[str]:
     return [str(x) for x in value] if isinstance(value, list) else []
 
 
+def _read_only_trees(source):
+    """The parsed code of the source notebook's read-only cells (not the answers, not the tests)."""
+    for cell in source.cells:
+        if cell.cell_type != "code" or is_answer_cell(cell) or is_test_cell(cell):
+            continue
+        try:
+            yield parse_python(cell.source)
+        except SyntaxError:
+            continue
+
+
 def absent_packages(source) -> list[str]:
     """The packages (whole libraries) listed as reference answers, but for those a read-only cell
     imports itself (a4's data cell builds its tokenizer with ``transformers``: that package stays,
     and only the reading of the answer cells keeps an answer from it)."""
     used = set()
-    for cell in source.cells:
-        if cell.cell_type != "code" or is_answer_cell(cell) or is_test_cell(cell):
-            continue
-        try:
-            tree = parse_python(cell.source)
-        except SyntaxError:
-            continue
+    for tree in _read_only_trees(source):
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 used |= {a.name.split(".")[0] for a in node.names}
@@ -96,13 +101,7 @@ def forbidden(source) -> dict:
 def _handed_out(source) -> set[str]:
     """Names of ``course_utils`` that the read-only cells (not the tests) import."""
     names = set()
-    for cell in source.cells:
-        if cell.cell_type != "code" or is_answer_cell(cell) or is_test_cell(cell):
-            continue
-        try:
-            tree = parse_python(cell.source)
-        except SyntaxError:
-            continue
+    for tree in _read_only_trees(source):
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == PACKAGE:
                 names |= {a.name for a in node.names}
