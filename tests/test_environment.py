@@ -84,7 +84,11 @@ def test_this_venv_is_the_locked_one():
     """The environment running the tests holds exactly requirements/dev.txt (torch aside): a
     hand-installed package or a moved version fails here, as it would differ for students.
     A student's torch may pull packages of its own (another torch's venv is not this one)."""
-    installed = {canonicalize_name(d.metadata["Name"]): d.version for d in md.distributions()}
+    installed = {}
+    for d in md.distributions():   # the first on sys.path wins, as for imports; setuptools puts its
+        if "_vendor" in str(d.locate_file("")):   # _vendor folder (with its own packaging, zipp, ...)
+            continue                               # on sys.path once something imports it
+        installed.setdefault(canonicalize_name(d.metadata["Name"]), d.version)
     if installed.get("course-utils") is None or not (Path(md.distribution("course-utils").locate_file(""))).exists():
         pytest.skip("the course is not installed in this interpreter")
     if not md.version("torch").startswith(Requirement(_constraint("torch")).specifier.__str__()[2:]):
