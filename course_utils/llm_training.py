@@ -490,7 +490,7 @@ def writer_html(model: LlamaDecoder, tokenizer, prompt: str, temperature: float,
     ax.set_title(f"layer {layer}, head {head}: row reads column (below the line: written)", fontsize=9)
     settings = (f"temperature {temperature:.2f}" + ("" if temperature else " (greedy)")
                 + f", top-k {top_k or 'off'}, top-p {top_p:.2f}" + (" (off)" if top_p >= 1 else "")
-                + f", seed {seed}")
+                + f", seed {seed}; attention of layer {layer}, head {head} below")
     return (f'<div style="font-family: monospace; font-size: 13px; color: #555">{html.escape(settings)}</div>'
             f'<div style="font-family: serif; font-size: 16px; max-width: 46em; white-space: pre-wrap">'
             f"<b>{html.escape(prompt)}</b>{html.escape(continuation)}</div>"

@@ -175,7 +175,7 @@ def judge(question, results_json: str | None, cases: list[dict] | None = None,
         changes = _changes(results)
         if changes is not None:
             return False, ("torch or the course package was changed at run time (" + "; ".join(
-                str(x)[:150] for x in changes[:5]) + "): a question is judged "
+                str(x).replace("grader_sandbox", "the grader's check")[:150] for x in changes[:5]) + "): a question is judged "
                 "only while they are as the grader found them")
         if not isinstance(results, list) or len(results) != len(cases):
             return False, "the answers that came back do not match the questions asked"
