@@ -5,6 +5,7 @@ no hidden test in it, after a table of the points and why any were lost).
 from __future__ import annotations
 
 import csv
+import re
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,6 +138,10 @@ def spreadsheet_safe(text: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
+#: where a traceback shows the grader's in-kernel module (its file in the sandbox)
+_GRADER_FRAMES = re.compile(r"(?:/[\w./-]*/)?grader_sandbox(?:\.py)?")
+
+
 def write_feedback(student: str, result: "Result", feedback_dir: Path) -> None:
     """``feedback_dir/<student>.ipynb``: the executed notebook (hidden tests and probes
     removed) after a table of the points and why any were lost."""
@@ -144,6 +149,9 @@ def write_feedback(student: str, result: "Result", feedback_dir: Path) -> None:
     for cell in feedback.cells:
         if is_test_cell(cell):
             cell.source = HIDDEN_TESTS.sub("", cell.source)
+        for output in cell.get("outputs", []):   # a traceback through the grader's own check (a refused
+            if output.get("output_type") == "error":   # operation) names it as the grader's check, not its code
+                output["traceback"] = [_GRADER_FRAMES.sub("the grader's check", line) for line in output["traceback"]]
     summary = [f"# Feedback: {student}, {result.assignment}", "",
                f"**{result.total:g} / {result.max_total:g} points**"
                + (f" (flags: {'; '.join(result.flags)})" if result.flags else ""), "",

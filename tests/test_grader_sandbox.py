@@ -316,7 +316,8 @@ def test_nothing_outside_the_sandboxes_changes(attacked):
     assert {p: d for p, d in attacked["inside_after"].items() if "/feedback/" not in p
             and not p.endswith(("grades.csv", "similar_pairs.csv"))} == attacked["inside"], "a submission changed"
     assert (folder / "grades.csv").read_text() == attacked["csv"], "grades.csv changed after grading"
-    assert {p.stem: p.read_text() for p in (folder / "feedback").glob("*.ipynb")} == attacked["feedback"]
+    now = {p.stem: p.read_text() for p in (folder / "feedback").glob("*.ipynb")}   # this class's (the fixture
+    assert now and now == {k: attacked["feedback"].get(k) for k in now}           # also holds other classes')
     if os.geteuid() == 0:
         assert attacked["survivors"] == [], "a process of a sandbox outlived it"
 
@@ -357,7 +358,7 @@ def test_hidden_tests_never_reach_the_feedback(attacked):
               for line in region.splitlines() if len(line.strip()) > 12]
     for student, text in attacked["feedback"].items():
         assert "BEGIN HIDDEN TESTS" not in text and ".probe(globals()" not in text, student
-        assert student == "forger" or "grader_sandbox" not in text, student  # the forger imports it itself
+        assert student in ("forger", "precomputer") or "grader_sandbox" not in text, student  # both import it themselves
         assert not [line for line in hidden if line in text and "_rng" in line], student
 
 
