@@ -152,6 +152,8 @@ def write_feedback(student: str, result: "Result", feedback_dir: Path) -> None:
         for output in cell.get("outputs", []):   # a traceback through the grader's own check (a refused
             if output.get("output_type") == "error":   # operation) names it as the grader's check, not its code
                 output["traceback"] = [_GRADER_FRAMES.sub("the grader's check", line) for line in output["traceback"]]
+            elif output.get("output_type") == "stream":   # (a thread's traceback is printed to stderr)
+                output["text"] = _GRADER_FRAMES.sub("the grader's check", output.get("text", ""))
     summary = [f"# Feedback: {student}, {result.assignment}", "",
                f"**{result.total:g} / {result.max_total:g} points**"
                + (f" (flags: {'; '.join(result.flags)})" if result.flags else ""), "",
