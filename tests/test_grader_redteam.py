@@ -768,8 +768,9 @@ def test_the_grader_module_in_the_kernel_cannot_switch_the_refusal_off(tmp_path)
         tmp_path)
     assert "honest (True, '')" in lines, lines
     switched = next(line for line in lines if line.startswith("switched"))
-    assert switched.startswith("switched (False, 'torch or the course package was changed at run time "
-                               "(grader_sandbox._refusing was replaced"), switched
+    assert switched.startswith('switched (False, "torch or the course package was changed at run time '
+                               '(the grader\'s own _refusing was replaced'), switched
+    assert "grader_sandbox" not in switched   # the feedback does not name the in-kernel module
 
 
 _WEIGHTS = ("    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5\n"
