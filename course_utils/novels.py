@@ -8,14 +8,16 @@
 - four fine-tuning tasks: ``book_passages`` (which novel a passage comes from),
   ``name_tagging`` (which words are character names, from the name lists
   ``CHARACTER_NAMES``: silver labels, see there), ``continuation_pairs`` (does b follow
-  a?) and ``who_questions`` (extractive questions whose answer is a name).
+  a?) and ``who_questions`` (extractive questions whose answer is a name);
+- surface cues of a pair's b alone, and how well a rule on one of them does: ``b_cues``,
+  ``cue_rule``.
 """
 
 from __future__ import annotations
 
 import random
 import re
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 # -- sentences and next-sentence prediction ---------------------------------------------
 
@@ -63,6 +65,38 @@ def nsp_pairs(documents: Sequence[Sequence[str]], num_pairs: int, seed: int = 0
                 other, j = rng.choice(starts)
             pairs.append((docs[d][i], docs[other][j + 1], 0))
     return pairs
+
+
+_QUOTES = "\"'\u201c\u2018"
+
+
+def b_cues(paragraphs, max_words: int = 40) -> dict[str, Callable[[str], bool]]:
+    """Features of a pair's ``b`` alone, blind to ``a``, that could give a pair task's label
+    away (issue 65): ``b`` opens with a quotation mark, ``b`` opens a paragraph of
+    ``paragraphs`` (chapter 0 left out), and ``b`` has at most n words, for n = 2 ..
+    ``max_words``. Each is a function of ``b`` that returns a bool. Taught in: 05_bert."""
+    openings = {s[0] for s in (split_sentences(p.text) for p in paragraphs if p.chapter > 0) if s}
+    cues: dict[str, Callable[[str], bool]] = {
+        "b opens with a quotation mark": lambda b: b[:1] in _QUOTES,
+        "b opens a paragraph": lambda b: b in openings}
+    cues.update({f"b has at most {n} words": (lambda b, n=n: len(b.split()) <= n)
+                 for n in range(2, max_words + 1)})
+    return cues
+
+
+def cue_rule(pairs: Sequence[tuple[str, str, int]], cue: Callable[[str], bool]
+             ) -> tuple[float, float, float]:
+    """How well one feature of ``b`` tells a pair task's labels apart: (share of the
+    positives' ``b`` with the feature, share of the negatives', accuracy of the rule "label 0
+    if the feature holds" taken either way round, so at least 0.5 on balanced pairs).
+    Taught in: 05_bert."""
+    hits = [(cue(b), label) for _, b, label in pairs]
+    positives = [h for h, label in hits if label == 1]
+    negatives = [h for h, label in hits if label == 0]
+    if not positives or not negatives:
+        raise ValueError("pairs must hold both labels")
+    accuracy = sum(h != label for h, label in hits) / len(hits)
+    return sum(positives) / len(positives), sum(negatives) / len(negatives), max(accuracy, 1 - accuracy)
 
 
 def chapter_documents(paragraphs) -> list[list[str]]:

@@ -188,32 +188,26 @@ def test_every_is_next_pair_of_the_novels_is_consecutive_text(split):
     assert not wrong, f"{len(wrong)} of {len(is_next)} IsNext pairs are not consecutive, e.g. {wrong[0]}"
 
 
-_QUOTES = "\"'\u201c\u2018"
-
-
 @functools.lru_cache(maxsize=1)
-def _paragraph_openings():
+def _b_cues():
     from course_utils.data import load_english_text
-    return frozenset(novels.split_sentences(p.text)[0] for p in load_english_text()
-                     if p.chapter > 0 and novels.split_sentences(p.text))
+    return novels.b_cues(load_english_text())
 
 
 def _one_feature_rules(pairs):
-    """{feature of b: (share among positives, share among negatives, accuracy of the best rule
-    'label 0 if the feature holds', either way round)}; for the length of b, the best threshold."""
-    openings = _paragraph_openings()
-    features = {"opens with a quotation mark": lambda b: b[:1] in _QUOTES,
-                "opens a paragraph": lambda b: b in openings}
-    features.update({f"at most {n} words": (lambda b, n=n: len(b.split()) <= n) for n in range(2, 41)})
-    rules = {}
-    for name, feature in features.items():
-        hits = [(feature(b), label) for _, b, label in pairs]
-        positives = [h for h, label in hits if label == 1]
-        negatives = [h for h, label in hits if label == 0]
-        accuracy = sum(h != label for h, label in hits) / len(hits)
-        rules[name] = (sum(positives) / len(positives), sum(negatives) / len(negatives),
-                       max(accuracy, 1 - accuracy))
-    return rules
+    """{feature of b: novels.cue_rule}: quotation mark, paragraph start and 39 lengths."""
+    return {name: novels.cue_rule(pairs, cue) for name, cue in _b_cues().items()}
+
+
+def test_cue_rule_gives_the_shares_and_the_better_way_round():
+    quote = novels.b_cues([])["b opens with a quotation mark"]
+    pairs = [("a", '"Yes," she said.', 0), ("a", "No.", 1), ("a", "\u201cAh!\u201d", 0), ("a", "So.", 0)]
+    positives, negatives, accuracy = novels.cue_rule(pairs, quote)
+    assert (positives, negatives, accuracy) == (0.0, 2 / 3, 0.75)   # 'label 0 if b quotes': 3 of 4
+    flipped = [(a, b, 1 - label) for a, b, label in pairs]
+    assert novels.cue_rule(flipped, quote)[2] == 0.75                # the other way round counts too
+    with pytest.raises(ValueError):
+        novels.cue_rule(pairs[:1], quote)
 
 
 @pytest.mark.parametrize("task, split, num_pairs, tolerance", [
