@@ -245,7 +245,7 @@ hub-loopback: $(STAMP) hub-venv
 # NOTEBOOKS=... narrows it. `make integration` checks the same in executions it makes anyway: the browser
 # run's full-profile smoke kernels (every notebook, widgets included; tests/browser.py), or the smoke
 # test where Chromium is missing, and each assignment's source notebook (tests/test_assignments.py)
-# run under the check; its own tests are tests/test_devicecheck.py (in `make integration`). The training scripts are
+# run under the check; its own tests are tests/test_device_check.py (in `make integration`). The training scripts are
 # checked by `make device-check` only.
 device-check: $(STAMP)
 	$(NATIVE_ENV) $(PY) scripts/device_check.py $(NOTEBOOKS)   # one thread unless COURSE_NUM_THREADS says

@@ -125,7 +125,7 @@ EXPECTED_SECONDS = {   # make test
 INTEGRATION_SECONDS = {
     "test_hub.py": 400, "test_assignments.py": 364, "test_grader_redteam.py": 239, "test_browser_lab_a.py": 160,
     "test_browser_lab_c.py": 158, "test_browser_lab_b.py": 137, "test_slides.py": 83, "test_book.py": 72,
-    "test_grader_sandbox.py": 61, "test_run_full.py": 35, "test_grader_calls.py": 34, "test_devicecheck.py": 28,
+    "test_grader_sandbox.py": 61, "test_run_full.py": 35, "test_grader_calls.py": 34, "test_device_check.py": 28,
     "test_foreign_arithmetic.py": 15, "test_bench.py": 14, "test_cpu_by_file.py": 5,
     "test_full_profile_smoke.py": 0,   # skipped when the browser test runs the full profile...
 }
