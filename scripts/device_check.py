@@ -392,23 +392,23 @@ def install() -> DeviceCheck:
     torch.backends.cudnn.enabled = False
     check = DeviceCheck()
     check.__enter__()
-    # torch's function modes are per thread: every thread started from now on enters the check
-    # first (a widget's callback runs on a kernel subshell's thread, started when JupyterLab
-    # opens the subshell; before this, 07's sampler made its mistake there unseen)
-    threading.setprofile(_enter_on_a_new_thread)
+    # torch's function modes are per thread: every thread started from now on runs under the
+    # check too (a widget's callback runs on a kernel subshell's thread, started when JupyterLab
+    # opens the subshell; before this, 07's sampler made its mistake there unseen). The thread
+    # leaves it before it ends: a mode left on a dying thread's stack can abort the process.
+    real_bootstrap = threading.Thread._bootstrap_inner
+
+    def bootstrap_under_check(thread):
+        with check:
+            real_bootstrap(thread)
+
+    threading.Thread._bootstrap_inner = bootstrap_under_check
     torch.nn.modules.module.register_module_forward_pre_hook(check.module_pre_hook)
     from torch.optim.optimizer import register_optimizer_step_pre_hook
     register_optimizer_step_pre_hook(check.optimizer_pre_hook)
     _patch_torch(check)
     _ACTIVE = check
     return check
-
-
-def _enter_on_a_new_thread(frame, event, arg):
-    """threading's profile hook: the first event on a new thread takes the hook off that
-    thread and enters the check there, for the thread's life."""
-    sys.setprofile(None)
-    _ACTIVE.__enter__()
 
 
 #: what only a real GPU can answer; a library that asks has gone down a path for CUDA hardware
