@@ -156,15 +156,17 @@ integration: $(STAMP)
 unit: $(STAMP)
 	env $(CHECK_ENV) $(PY) -m pytest -n $(PYTEST_WORKERS) -m "not integration" tests
 
-# The unit tests as on a GPU: COURSE_DEVICE=check pretends a CUDA GPU on this CPU, so a test that
-# leaves its model or inputs on the CPU fails as it would on a GPU (tests take the `device` fixture).
+# The unit tests as on a GPU: the device check's pytest plugin (-p scripts.device_check) pretends a
+# CUDA GPU on this CPU, so a test that leaves its model or inputs on the CPU fails as it would on a
+# GPU (tests take the `device` fixture).
 # The grading, hub, book, install and browser tests are left out (they run the course's own kernels,
 # which the device check reaches through `make integration` already). On a CUDA machine:
 # `make unit-check UNIT_DEVICE=cuda`.
 UNIT_DEVICE ?= check
+UNIT_DEVICE_ARGS = $(if $(filter check,$(UNIT_DEVICE)),-p scripts.device_check,)
 .PHONY: unit-check
 unit-check: $(STAMP)
-	env $(CHECK_ENV) COURSE_DEVICE=$(UNIT_DEVICE) $(PY) -m pytest -n $(PYTEST_WORKERS) \
+	env $(CHECK_ENV) $(if $(UNIT_DEVICE_ARGS),,COURSE_DEVICE=$(UNIT_DEVICE)) $(PY) -m pytest $(UNIT_DEVICE_ARGS) -n $(PYTEST_WORKERS) \
 	    --ignore-glob='tests/test_browser_*.py' --ignore=tests/test_slides.py --ignore=tests/test_book.py \
 	    --ignore=tests/test_install_check.py --ignore=tests/test_hub.py --ignore=tests/test_assignments.py \
 	    --ignore=tests/test_grader_sandbox.py --ignore=tests/test_notebooks.py tests
@@ -236,13 +238,14 @@ hub-venv:
 hub-loopback: $(STAMP) hub-venv
 	env $(CHECK_ENV) $(PY) -m pytest -rs -s -m integration tests/test_hub.py -k real_jupyterhub
 
-# The device check: every notebook, every assignment's source notebook and every script that
-# trains, on this CPU as if a CUDA GPU were there (COURSE_DEVICE=check, 2 steps per training
-# run); stops at the first device mistake with the cell or line, the shapes and the fix.
+# The device check (scripts/device_check.py): every notebook, every assignment's source notebook and
+# every script that trains, on this CPU as if a CUDA GPU were there (2 steps per training run; the
+# check switched on by a kernel start-up file and a launcher of its own); stops at the first device
+# mistake with the cell or line, the shapes and the fix.
 # NOTEBOOKS=... narrows it. `make integration` checks the same in executions it makes anyway: the browser
 # run's full-profile smoke kernels (every notebook, widgets included; tests/browser.py), or the smoke
 # test where Chromium is missing, and each assignment's source notebook (tests/test_assignments.py)
-# run under the check; its own tests are tests/test_devicecheck.py (in `make integration`). The training scripts are
+# run under the check; its own tests are tests/test_device_check.py (in `make integration`). The training scripts are
 # checked by `make device-check` only.
 device-check: $(STAMP)
 	$(NATIVE_ENV) $(PY) scripts/device_check.py $(NOTEBOOKS)   # one thread unless COURSE_NUM_THREADS says

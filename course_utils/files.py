@@ -45,7 +45,7 @@ def chapters(folder: str | Path = NOTEBOOKS) -> list[Path]:
     """The course's notebooks in ``folder`` (``notebooks/`` by default) in the order they are
     taught: ``NN<letter>_<name>.ipynb``, by number, then a chapter before its follow-ups
     (``05_bert`` before ``05b_bert_finetuning``, ``07_gpt`` before ``07b_small_llm``). The one
-    definition: run_full, device_check, build_book, export_slides, bench and the browser, slide,
+    definition: the full profile's runner, the device check, the book, the slides, bench and the browser, slide,
     exercise, notebook and smoke tests all read it, so a new notebook named so is in every check
     as soon as it exists."""
     found = [p for p in Path(folder).glob("[0-9][0-9]*_*.ipynb") if CHAPTER.fullmatch(p.stem.split("_")[0])]

@@ -50,17 +50,13 @@ SMOKE_EVAL_DEFAULT = 128
 
 def get_device() -> torch.device:
     """The best available device: cuda > mps > cpu, or ``$COURSE_DEVICE`` (cpu, cuda,
-    cuda:N, mps) when set; ``COURSE_DEVICE=check`` answers ``cuda:0`` on the CPU and switches
-    the device check on (``course_utils.devicecheck``). Taught in: 00_welcome."""
+    cuda:N, mps) when set. Taught in: 00_welcome."""
     name = os.environ.get("COURSE_DEVICE", "").strip().lower()
-    if name == "check":  # the device check: a CUDA GPU pretended on the CPU (course_utils.devicecheck)
-        from course_utils import devicecheck
-        devicecheck.install()
-        return devicecheck.DEVICE
     if name:
         if name not in ("cpu", "cuda", "mps") and not re.fullmatch(r"cuda:\d+", name):
-            raise ValueError(f"COURSE_DEVICE must be cpu, cuda, cuda:N, mps or check (a GPU pretended "
-                             f"on the CPU to find device mistakes), got {name!r}")
+            raise ValueError(f"COURSE_DEVICE must be cpu, cuda, cuda:N or mps, got {name!r} (to run on "
+                             "this CPU as if a CUDA GPU were there and find device mistakes, use the "
+                             "course's device check: make device-check, docs/RUNNING.md)")
         if name.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"COURSE_DEVICE={name} but torch sees no CUDA GPU")
         return torch.device(name)
@@ -296,8 +292,4 @@ def setup(seed: int = 0, deterministic: bool = True, verbose: bool = True,
         if smoke_steps() is not None:
             print(f"SMOKE TEST: at most {smoke_steps()} training steps per run and "
                   f"{smoke_eval_size()} test examples per split; the numbers mean nothing")
-        from course_utils import devicecheck
-        if devicecheck.active() is not None:
-            print(f"DEVICE CHECK: {device} is a CUDA GPU pretended on the CPU (COURSE_DEVICE=check): "
-                  "a device mistake stops the cell with the line and the fix")
     return summary

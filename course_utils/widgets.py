@@ -60,11 +60,9 @@ def explorer(controls: Mapping[str, object], render: Callable[..., str], *, watc
     view = W.HTML()
 
     def refresh(*_):
-        from course_utils.devicecheck import on_this_thread  # a widget's thread (see there)
         values = {name: c.value for name, c in controls.items() if hasattr(c, "value")}
         try:
-            with on_this_thread():
-                view.value = render(**values)
+            view.value = render(**values)
         except ValueError as err:
             view.value = message_html(str(err))
 

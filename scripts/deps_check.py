@@ -7,7 +7,7 @@ so that a breaking release is found by the course before students find it.
    today within pyproject's ranges.
 2. What moved: every installed version against requirements/dev.txt (moved, new, gone).
 3. In that venv: the unit tests (`make test`'s tier without the notebooks), strict nbval of
-   every notebook, and the device check of every notebook (COURSE_DEVICE=check).
+   every notebook, and the device check of every notebook (scripts/device_check.py).
 4. A report, build/deps-check/report.md (printed too): the packages that moved and, per
    stage, passed or failed with the failing tests or notebook and the error's last lines.
 

@@ -549,8 +549,9 @@ def check_notebook_in_lab(context, lab: JupyterLab, name: str, shots: Path = SHO
 BROWSER_PROFILE = os.environ.get("COURSE_BROWSER_PROFILE", "full")
 BROWSER_STEPS = int(os.environ.get("COURSE_BROWSER_STEPS", "2"))
 SMOKE_EVAL = SMOKE_EVAL_DEFAULT  # test examples per split in a step-capped run (COURSE_SMOKE_EVAL)
-#: the device the step-capped run's kernels see: ``check`` (a CUDA GPU pretended on the CPU;
-#: ``COURSE_BROWSER_DEVICE=cpu`` turns it off)
+#: the device the step-capped run's kernels see: ``check``, the device check (a CUDA GPU
+#: pretended on the CPU, scripts/device_check.py; ``COURSE_BROWSER_DEVICE=cpu`` turns it off),
+#: or the ``COURSE_DEVICE`` to give them
 DEVICE_CHECK = os.environ.get("COURSE_BROWSER_DEVICE", "check")
 
 
@@ -584,9 +585,8 @@ def check_profile_banner(page, name: str) -> str:
     if BROWSER_STEPS > 0:
         assert f"SMOKE TEST: at most {BROWSER_STEPS} training steps" in text, \
             f"{name}: setup() did not see the step cap COURSE_SMOKE_STEPS={BROWSER_STEPS}"
-        if DEVICE_CHECK == "check":
-            assert "DEVICE CHECK: cuda:0 is a CUDA GPU pretended" in text, \
-                f"{name}: setup() did not report the device check (COURSE_DEVICE=check)"
+        if DEVICE_CHECK == "check":   # cuda on this CPU: the kernel's start-up hook ran (else setup() fails)
+            assert "device: cuda" in text, f"{name}: setup() did not run under the device check"
     return (f"profile {BROWSER_PROFILE}" + (f", {BROWSER_STEPS} steps per run" if BROWSER_STEPS else "")
             + (", under the device check" if BROWSER_STEPS and DEVICE_CHECK == "check" else ""))
 
@@ -611,11 +611,16 @@ def lab_session(names, tmp_path_factory):
         startup = state / "ipython" / "profile_default" / "startup"
         startup.mkdir(parents=True)
         (startup / "00-soft-asserts.py").write_text(SOFT_ASSERTS)
-        # ...and under the device check (COURSE_DEVICE=check, course_utils/devicecheck.py): the
-        # full profile as on a CUDA GPU, every device mistake an error output, the widgets'
-        # callbacks included (they run on a kernel subshell's thread: devicecheck.on_this_thread)
         env.update(COURSE_SMOKE_STEPS=str(BROWSER_STEPS), COURSE_SMOKE_EVAL=str(SMOKE_EVAL),
                    IPYTHONDIR=str(state / "ipython"), COURSE_DEVICE=DEVICE_CHECK)
+        if DEVICE_CHECK == "check":
+            # ...and under the device check (scripts/device_check.py): its start-up file beside
+            # the soft asserts' switches it on in every kernel JupyterLab starts (COURSE_DEVICE=cuda):
+            # the full profile as on a CUDA GPU, every device mistake an error output, the
+            # widgets' callbacks included (they run on a kernel subshell's thread, which the
+            # check enters when the thread starts)
+            from scripts.device_check import kernel_env
+            env.update(kernel_env(state / "ipython"))
     lab = JupyterLab(root, state, env).start()
     try:
         with offline_chromium(state / "chromium") as (context, blocked):

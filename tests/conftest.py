@@ -1,6 +1,7 @@
 """Shared fixtures: every test runs in the fast profile, seeded, on one CPU thread, on the
-CPU unless ``COURSE_DEVICE`` says otherwise (``cuda``, or ``check``: a GPU pretended on the
-CPU); tests that train or decode use the ``device`` fixture.
+CPU unless ``COURSE_DEVICE`` says otherwise (``cuda``), or on a GPU pretended on the CPU
+under the device check's plugin (``pytest -p scripts.device_check``, ``make unit-check``);
+tests that train or decode use the ``device`` fixture.
 
 Environment set here reaches the notebook kernels that nbval starts in the same run,
 so nothing that changes how notebooks render (such as MPLBACKEND) belongs here.
@@ -26,13 +27,6 @@ use_unix_sockets()   # kernels started side by side cannot pick the same TCP por
 
 # where the time goes: CPU seconds per file (notebooks too), printed at the end of a run
 pytest_plugins = ["scripts.cpu_by_file"]
-
-
-if os.environ["COURSE_DEVICE"].strip().lower() == "check":
-    # the device check (course_utils/devicecheck.py) is process-wide once on: switch it on
-    # before any test runs, so that what it refuses does not depend on which test came first
-    from course_utils.runtime import get_device
-    get_device()
 
 
 # ---- the two tiers: `make test` starts no browser and no sandbox ---------------------------
@@ -83,8 +77,8 @@ def pytest_runtest_protocol(item, nextitem):
 @pytest.fixture(scope="session")
 def device():
     """The device the package would use (``runtime.get_device()``): the CPU by default (set
-    above), a CUDA GPU with ``COURSE_DEVICE=cuda``, and under ``COURSE_DEVICE=check`` a GPU
-    pretended on the CPU. Tests that train, decode, generate or evaluate a model move the
+    above), a CUDA GPU with ``COURSE_DEVICE=cuda``, and under the device check's plugin
+    (``-p scripts.device_check``) a GPU pretended on the CPU. Tests that train, decode, generate or evaluate a model move the
     model and its inputs here (``model.to(device)``, ``batch.to(device)``), as a notebook
     does: the package refuses a model left on the CPU beside a GPU (``runtime.check_device``)."""
     from course_utils.runtime import get_device
@@ -131,7 +125,7 @@ EXPECTED_SECONDS = {   # make test
 INTEGRATION_SECONDS = {
     "test_hub.py": 400, "test_assignments.py": 364, "test_grader_redteam.py": 239, "test_browser_lab_a.py": 160,
     "test_browser_lab_c.py": 158, "test_browser_lab_b.py": 137, "test_slides.py": 83, "test_book.py": 72,
-    "test_grader_sandbox.py": 61, "test_run_full.py": 35, "test_grader_calls.py": 34, "test_devicecheck.py": 28,
+    "test_grader_sandbox.py": 61, "test_run_full.py": 35, "test_grader_calls.py": 34, "test_device_check.py": 28,
     "test_foreign_arithmetic.py": 15, "test_bench.py": 14, "test_cpu_by_file.py": 5,
     "test_full_profile_smoke.py": 0,   # skipped when the browser test runs the full profile...
 }

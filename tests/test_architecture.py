@@ -156,6 +156,16 @@ def test_the_package_finds_a_models_device_one_way():
     assert not elsewhere, f"a learning-rate schedule built outside course_utils/schedules.py: {elsewhere}"
 
 
+def test_the_package_holds_no_developer_tooling():
+    """The device check (a GPU pretended on the CPU) is the course's developer tool, in
+    scripts/device_check.py: no module of the package imports it, names it or switches it on
+    (issue 68: it was course_utils.devicecheck, hooked from runtime.get_device and the widgets)."""
+    named = re.compile(r"devicecheck|device_check|DeviceCheck|DeviceMistake|TorchFunctionMode")
+    found = [f"{p.name}:{n}" for p in sorted(PACKAGE.rglob("*.py"))
+             for n, line in enumerate(p.read_text().splitlines(), 1) if named.search(line)]
+    assert not found, f"the device check named in course_utils: {found}"
+
+
 def _drawn_imports(picture: int = 0, modules: list[str] | None = None) -> dict[str, set[str]]:
     """The import graph as docs/ARCHITECTURE.md draws it (``a & b --> c & d`` lines) in its
     ``picture``-th mermaid graph: 0 the package's, 1 the grader's."""

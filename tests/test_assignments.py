@@ -126,13 +126,16 @@ def test_source_notebook_passes_all_its_tests(name, tmp_path):
             cell.source = "skip_training = True"
     for checkpoint in grader_cells.reference_checkpoints(SOURCE, name):
         (tmp_path / checkpoint.name).write_bytes(checkpoint.read_bytes())
-    # under the device check (COURSE_DEVICE=check: a CUDA GPU pretended on the CPU, the fast
-    # profile kept): this run is also the assignment's device check in `make integration`
-    grader_sandbox.execute(nb, tmp_path, 600, env={**grader_run.GRADING_ENV, "COURSE_DEVICE": "check"})
+    # under the device check (scripts/device_check.py, switched on by its kernel start-up file:
+    # a CUDA GPU pretended on the CPU, the fast profile kept): this run is also the assignment's
+    # device check in `make integration`
+    from scripts.device_check import kernel_env
+    checked = kernel_env(tmp_path / ".ipython")
+    grader_sandbox.execute(nb, tmp_path, 600, env={**grader_run.GRADING_ENV, **checked})
     errors = [(c.id, o.ename, o.evalue[:200]) for c in nb.cells if c.cell_type == "code"
               for o in c.outputs if o.output_type == "error"]
     assert errors == []
-    assert any("device: cuda:0" in "".join(o.get("text", "")) for c in nb.cells if c.cell_type == "code"
+    assert any("device: cuda" in "".join(o.get("text", "")) for c in nb.cells if c.cell_type == "code"
                for o in c.outputs), "setup() did not run under the device check"
     from nbgrader.utils import determine_grade
     assert sum(determine_grade(c)[0] for c in nb.cells if grader_cells.is_test_cell(c)) == POINTS[name]

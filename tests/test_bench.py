@@ -19,8 +19,7 @@ from course_utils.seq2seq import Seq2Seq, Seq2SeqConfig
 @pytest.mark.integration  # runs the whole quick benchmark in a process of its own: `make integration` (CI, after `make test`; issue 39)
 def test_quick_bench_writes_the_table_and_json(tmp_path):
     # the benchmark measures the CPU ("no GPU" below): run as `make bench` runs it, in a process of
-    # its own on the CPU (under COURSE_DEVICE=check, process-wide here, a model it trains on
-    # the CPU would be refused)
+    # its own on the CPU, whatever device the tests run on
     env = {**os.environ, "COURSE_DEVICE": "cpu"}
     out = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
                          capture_output=True, text=True, env=env, timeout=600)

@@ -76,15 +76,16 @@ def test_notebooks_are_found():
 @pytest.mark.skipif(runs_full_profile_smoke(), reason="the browser test (test_browser_lab_*.py) runs every "
                     "notebook in the full profile with the same step cap: one execution, both checks")
 @pytest.mark.parametrize("path", [_marked(p) for p in NOTEBOOKS], ids=lambda p: p.stem)
-def test_full_profile_runs_a_few_steps_on_cpu(path, results_dir, monkeypatch):
+def test_full_profile_runs_a_few_steps_on_cpu(path, results_dir, monkeypatch, tmp_path):
     import nbformat
     from nbclient import NotebookClient
+    from scripts.device_check import kernel_env
 
     for name, value in {"COURSE_PROFILE": "full", "COURSE_SMOKE_STEPS": str(SMOKE_STEPS),
                         "COURSE_SMOKE_EVAL": str(SMOKE_EVAL), "COURSE_NUM_THREADS": "1",
                         "COURSE_RESULTS_DIR": str(results_dir), "MPLBACKEND": "agg",
                         # the device check rides on this run where no GPU is (make device-check)
-                        **({} if torch.cuda.is_available() else {"COURSE_DEVICE": "check"})}.items():
+                        **({} if torch.cuda.is_available() else kernel_env(tmp_path / "ipython"))}.items():
         monkeypatch.setenv(name, value)  # the kernel inherits this environment
     nb = nbformat.read(path, as_version=4)
     code_cells = sum(c.cell_type == "code" for c in nb.cells)

