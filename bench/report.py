@@ -31,7 +31,7 @@ def render(report: dict) -> str:
            + "The full profile is checked on "
            "a CPU: every notebook runs in the full profile with its full-size models "
            "and data but 2 training steps per run (`COURSE_SMOKE_STEPS`), as if a CUDA GPU were "
-           "there (`COURSE_DEVICE=check`, `make device-check`), in JupyterLab by the "
+           "there (the device check, `scripts/device_check.py`), in JupyterLab by the "
            "browser test (`tests/test_browser_lab_*.py`), or by `tests/test_full_profile_smoke.py` "
            "where Chromium is missing. On a GPU, `make full` writes the table of wall times and "
            "scores to `build/full/summary.md`.", ""]

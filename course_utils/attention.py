@@ -7,6 +7,7 @@ Leaves out: sparse, linear and flash attention. ``torch.nn.functional.
 scaled_dot_product_attention`` (fused kernels that never build the weights) is used as a
 fast path by ``MultiHeadAttention(..., need_weights=False)``, which training takes; the
 written-out version gives the weights the notebooks draw, and the two agree (tested).
+A ``KVCache`` keeps a self-attention's keys and values between steps of generation (07).
 
 Conventions: masks are boolean and ``True`` means *may attend*. Weights of a query
 whose keys are all masked are all zero (never NaN).
@@ -15,6 +16,7 @@ whose keys are all masked are all zero (never NaN).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -259,6 +261,27 @@ def fused_attention(q, k, v, mask=None, dropout_p: float = 0.0) -> torch.Tensor:
     return out.masked_fill(~any_kept, 0.0)
 
 
+@dataclass
+class KVCache:
+    """What a self-attention keeps between steps of generation: the keys and values
+    (batch, heads, t, d_head) of every position it has read so far (None before the first
+    step). ``MultiHeadAttention(x, x, x, mask, cache=c)`` projects only the new positions,
+    appends their keys and values here and attends over all of them. Taught in: 07_gpt."""
+    keys: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        """The number of positions cached."""
+        return 0 if self.keys is None else self.keys.shape[2]
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new positions' keys and values (batch, heads, n, d_head); return all of them."""
+        if self.keys is not None:   # the earlier positions' never change: kept, not projected again
+            k, v = torch.cat([self.keys, k], dim=2), torch.cat([self.values, v], dim=2)
+        self.keys, self.values = k, v
+        return k, v
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention: project, split into heads, attend, concatenate, project (W^O).
 
@@ -267,7 +290,9 @@ class MultiHeadAttention(nn.Module):
     or (batch, heads, n_q, n_k). Returns ``(output (batch, n_q, d_model), weights
     (batch, heads, n_q, n_k))``; with ``need_weights=False`` the weights are None and the
     output comes from torch's fused kernel (``fused_attention``; the same output up to
-    float rounding, faster: what training uses). Taught in: 04_transformer.
+    float rounding, faster: what training uses). With a ``cache`` (self-attention during
+    generation, 07) the keys and values of the earlier positions come from it and the new
+    ones are appended to it: ``n_k`` counts both. Taught in: 04_transformer.
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
@@ -293,11 +318,13 @@ class MultiHeadAttention(nn.Module):
         batch, _, n, _ = x.shape
         return x.transpose(1, 2).reshape(batch, n, self.d_model)
 
-    def forward(self, query, key, value, mask=None, need_weights: bool = True):
+    def forward(self, query, key, value, mask=None, need_weights: bool = True, cache: KVCache | None = None):
         sizes = {"d_model": (self.d_model, "the module")}
         check_tensor("query", query, dtype="float", shape=("batch", "n_q", "d_model"), sizes=sizes)
         check_tensor("key", key, dtype="float", shape=("batch", "n_k", "d_model"), sizes=sizes)
         check_tensor("value", value, dtype="float", shape=("batch", "n_k", "d_model"), sizes=sizes)
+        if cache is not None:
+            sizes["n_k"] = (len(cache) + key.shape[1], "the cached and the new keys")
         if mask is not None:
             # (n_q, n_k), (batch, n_q or 1, n_k) or (batch, heads, n_q or 1, n_k)
             check_tensor("mask", mask, dims=(2, 3, 4), dtype="bool", shape=(..., None, "n_k"), sizes=sizes)
@@ -308,6 +335,8 @@ class MultiHeadAttention(nn.Module):
                 mask = mask.unsqueeze(1)  # (batch, 1, n_q or 1, n_k): the same for every head
         # 1. project and split into heads: (batch, heads, n, d_head)
         q, k, v = self.split_heads(self.W_q(query)), self.split_heads(self.W_k(key)), self.split_heads(self.W_v(value))
+        if cache is not None:   # generation: the earlier positions' keys and values, then the new ones
+            k, v = cache.extend(k, v)
         # 2. attend in every head at once (weights only if asked for: the fused kernel is faster)
         if need_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)

@@ -2,8 +2,8 @@
 
 Taught in: 07_gpt. Built from the course's parts: each block is 04's pre-LN
 ``course_utils.transformer.EncoderLayer`` run with a causal mask (a decoder without
-cross-attention is exactly that), ``course_utils.attention`` for the masks and the
-attention of the cached path, ``course_utils.bpe.BPETokenizer`` (byte level, 06) for the
+cross-attention is exactly that; generation runs the same layer with a key/value cache,
+``course_utils.attention.KVCache``), ``course_utils.bpe.BPETokenizer`` (byte level, 06) for the
 text. This module is the model, its two losses and generation; around it,
 ``course_utils.gpt_training`` (text to token windows, held-out loss and the n-gram
 baselines, ``fit``, the classification data and the shipped checkpoint). A notebook imports
@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from course_utils import checks
-from course_utils.attention import causal_mask, fused_attention, scaled_dot_product_attention
+from course_utils.attention import KVCache, causal_mask
 from course_utils.checks import check_config, check_tensor
 from course_utils.runtime import check_device
 from course_utils.transformer import EncoderLayer
@@ -140,23 +140,19 @@ class GPT(nn.Module):
 
 
 def cached_block(block: EncoderLayer, x: torch.Tensor, past: tuple | None):
-    """One pre-LN block on the new positions ``x`` (batch, n, d) with cached keys and
-    values ``past`` ((batch, heads, t, d_head) twice, or None). Returns (output, (keys,
-    values) of all t + n positions). Taught in: 07_gpt."""
-    attn = block.self_attn
-    h = block.norm1(x)
-    q, k, v = attn.split_heads(attn.W_q(h)), attn.split_heads(attn.W_k(h)), attn.split_heads(attn.W_v(h))
-    if past is not None:
-        k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
-    n, total = x.shape[1], k.shape[2]
+    """One block (the layer itself, as in training) on the new positions ``x`` (batch, n, d)
+    with cached keys and values ``past`` ((batch, heads, t, d_head) twice, or None). Returns
+    (output, (keys, values) of all t + n positions). ``block``: an ``EncoderLayer``, or its
+    ``forward`` (a subclass whose own ``forward`` takes ``(x, past)`` passes ``super().forward``).
+    Taught in: 07_gpt."""
+    cache = KVCache() if past is None else KVCache(*past)
+    n, total = x.shape[1], len(cache) + x.shape[1]
     if n == 1:      # one new token, the last position: it may read every key (torch's fused kernel)
-        out = fused_attention(q, k, v)
+        x, _ = block(x, None, need_weights=False, cache=cache)
     else:           # new query i sits at position total - n + i and may read keys 0 .. total - n + i
-        out, _ = scaled_dot_product_attention(q, k, v, causal_mask(total).to(x.device)[total - n:])
-    out = attn.merge_heads(out)
-    x = x + block.dropout(attn.W_o(out))
-    x = x + block.dropout(block.ff(block.norm2(x)))
-    return x, (k, v)
+        # (through the written-out attention; its weights are dropped)
+        x, _ = block(x, causal_mask(total).to(x.device)[total - n:], need_weights=True, cache=cache)
+    return x, (cache.keys, cache.values)
 
 
 def _init_weights(module: nn.Module) -> None:

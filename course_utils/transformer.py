@@ -86,7 +86,9 @@ class EncoderLayer(nn.Module):
     post-LN (paper): x = norm(x + sublayer(x)); pre-LN: x = x + sublayer(norm(x)).
     ``forward(x (batch, n, d), mask)`` with mask (batch, 1, n) or (n, n) bool (True = may
     attend) returns ``(x, weights (batch, heads, n, n))``; ``need_weights=False`` gives
-    None for the weights and takes the fused attention kernel (training). Taught in:
+    None for the weights and takes the fused attention kernel (training). With ``cache``
+    (a ``KVCache``: GPT's generation, 07) ``x`` holds only the new positions, which attend
+    over the cached ones too (the mask then has a column for each). Taught in:
     04_transformer.
     """
 
@@ -99,14 +101,14 @@ class EncoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x, mask=None, need_weights: bool = True):
+    def forward(self, x, mask=None, need_weights: bool = True, cache=None):
         if self.norm_first:
             h = self.norm1(x)
-            a, weights = self.self_attn(h, h, h, mask, need_weights)
+            a, weights = self.self_attn(h, h, h, mask, need_weights, cache=cache)
             x = x + self.dropout(a)                            # 1. attention + residual
             x = x + self.dropout(self.ff(self.norm2(x)))       # 2. feed-forward + residual
         else:
-            a, weights = self.self_attn(x, x, x, mask, need_weights)
+            a, weights = self.self_attn(x, x, x, mask, need_weights, cache=cache)
             x = self.norm1(x + self.dropout(a))
             x = self.norm2(x + self.dropout(self.ff(x)))
         return x, weights

@@ -18,7 +18,8 @@ not how they are written. It takes the source notebook (hidden tests included), 
 student's answer cells into it by ``grade_id``, sets ``skip_training = True`` (the model is
 loaded from the checkpoint the student handed in, ``<checkpoint>.pt`` beside the submission;
 without one the questions on the trained model score 0), and runs it offline with nbclient (fast
-profile, one CPU thread) in a bubblewrap sandbox of its own (``grader.sandbox``):
+profile, one CPU thread) in a bubblewrap sandbox of its own (``grader.sandbox``; what runs in
+it, ``grader.inside``):
 
 - **the references are not there**: the course package in the sandbox is a copy in which every
   reference answer of the assignment is a tripwire (``grader.student_side``), the libraries that
@@ -66,9 +67,11 @@ The modules, each importing only those above it in this list:
   with tripwires, the absent libraries, the refused torch operations);
 - ``grader.assemble``: a submission read, recognised and put into the source notebook;
 - ``grader.checkpoints``: handed-in checkpoints read safely and told apart from the reference;
-- ``grader.sandbox``: what runs inside the bubblewrap sandbox (the runner, the probes, the
-  run-time check that torch was not patched) and the sandbox itself (bound into it as
-  ``grader_sandbox.py``: it imports nothing of the course);
+- ``grader.inside``: what runs inside the sandbox (the runner, the probes, the run-time check
+  that torch was not patched, the refused operations; bound into it alone as
+  ``grader_sandbox.py``: it imports nothing of the grader or the course);
+- ``grader.sandbox``: the bubblewrap sandbox itself, started from the grader (its view, its
+  limits, its seccomp filter and cgroup, the wait and what comes back);
 - ``grader.verdicts``: the verdicts of the questions judged outside the student's process
   (each assignment's ``checks.py`` builds on ``Question``);
 - ``grader.run``: one submission graded (``grade``, ``Result``);

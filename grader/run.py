@@ -25,7 +25,9 @@ from grader.cells import (HIDDEN_TESTS, ROOT, SOURCE, AssignmentError, grade_id,
 from grader import student_side
 from grader.checkpoints import (NEAR_REFERENCE_OUTPUTS, fits_reference, output_distance, output_sample,
                                 reference_outputs, same_weights, student_checkpoint)
-from grader.sandbox import NO_SANDBOX_FLAG, TIME_LIMIT_ERROR
+from grader.inside import (CHECKPOINT_KEY, FORBIDDEN_FILE, IN_SANDBOX_WORK, PROBE_KEY, TIME_LIMIT_ERROR, WATCH_KEY,
+                           code_folder, probe_source, watch_source)
+from grader.sandbox import IN_SANDBOX_CODE, NO_SANDBOX_FLAG
 
 # a submission runs under the settings of every check of the course (course_utils.CHECK_ENV: the
 # fast profile, one thread, the CPU on every machine: a lecturer's GPU would otherwise be picked
@@ -34,8 +36,8 @@ from grader.sandbox import NO_SANDBOX_FLAG, TIME_LIMIT_ERROR
 GRADING_ENV = {**course_utils.CHECK_ENV, **course_utils.KERNEL_ENV}
 MAX_ANSWER_BYTES = 32 * 2**20       # what one probe sends back
 NO_CHECKPOINT = "no checkpoint handed in"
-PROBE = grader_sandbox.PROBE_KEY  # metadata key of the cells the grader adds
-WATCH = grader_sandbox.WATCH_KEY  # ... and of its first look at torch (before the first answer)
+PROBE = PROBE_KEY  # metadata key of the cells the grader adds
+WATCH = WATCH_KEY  # ... and of its first look at torch (before the first answer)
 TAMPERED_FLAG = "torch or the course package changed at run time"
 REFERENCE_CHECKPOINT = "reference checkpoint handed in"
 
@@ -109,7 +111,7 @@ def _by_file(calls: list[dict], state: dict, checkpoint: str) -> list[dict]:
         given = call.get("state")
         if isinstance(given, dict) and isinstance(model, dict) and given.keys() == model.keys() \
                 and all(given[k] is model[k] for k in model):
-            call = {**call, "state": {grader_sandbox.CHECKPOINT_KEY: checkpoint}}
+            call = {**call, "state": {CHECKPOINT_KEY: checkpoint}}
         out.append(call)
     return out
 
@@ -126,7 +128,7 @@ def to_run(nb, questions: dict, work: str, code: str, skip: dict[str, str] | Non
     for cell in out.cells:
         gid = grade_id(cell)
         if is_answer_cell(cell) and not watched:
-            watch = nbformat.v4.new_code_cell(grader_sandbox.watch_source(code, work if sandboxed else None))
+            watch = nbformat.v4.new_code_cell(watch_source(code, work if sandboxed else None))
             watch.metadata[WATCH] = watched = True  # torch and the course as the answers find them
             cells.append(watch)
         if is_test_cell(cell) and gid in (skip or {}):
@@ -135,7 +137,7 @@ def to_run(nb, questions: dict, work: str, code: str, skip: dict[str, str] | Non
         elif is_test_cell(cell) and gid in questions:
             cell.source = HIDDEN_TESTS.sub("", cell.source)
             cells.append(cell)
-            probe = nbformat.v4.new_code_cell(grader_sandbox.probe_source(gid, work, code))
+            probe = nbformat.v4.new_code_cell(probe_source(gid, work, code))
             probe.metadata[PROBE] = gid
             cells.append(probe)
         else:
@@ -243,9 +245,9 @@ def grade(submission_path, source_dir: Path = SOURCE, timeout: int = 900,
             else:
                 cases[gid] = sent = question.cases()
             (work / "in" / f"{gid}.json").write_text(grader_verdicts.inputs(sent))
-        (work / "in" / grader_sandbox.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(source)))
-        inside = grader_sandbox.IN_SANDBOX_WORK if sandbox else str(work)
-        code = grader_sandbox.IN_SANDBOX_CODE if sandbox else grader_sandbox.code_folder(work)
+        (work / "in" / FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(source)))
+        inside = IN_SANDBOX_WORK if sandbox else str(work)
+        code = IN_SANDBOX_CODE if sandbox else code_folder(work)
         runnable = to_run(assembled.nb, questions, inside, code, skip, sandboxed=sandbox)
         replace = {}
         if sandbox:

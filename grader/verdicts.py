@@ -7,14 +7,14 @@ sandbox): ``QUESTIONS``, test grade_id -> ``Question``. A question is a list of 
 (plain data: a function name, arguments; for a class, the constructor's arguments and the
 weights to load) made on the grader's inputs, and a reference namespace (the same names,
 bound to the reference implementations). The sandbox makes the calls with the student's
-names (``grader_sandbox.probe``) and sends the results back as JSON; here the same calls
+names (``grader.inside.probe``) and sends the results back as JSON; here the same calls
 are made with the reference names, and the two results compared: exactly for numbers,
 strings, tuples, lists and dicts (a tuple is not a list), with a tolerance for floating
 point tensors (dtype and shape must agree). No test code of the lecturer's, visible or
 hidden, runs in the student's process for these questions, and a hidden case's inputs and
 answers never appear in the feedback.
 
-Beyond the values returned (``grader_sandbox.run_call``): a call that changes what it was
+Beyond the values returned (``grader.inside.run_call``): a call that changes what it was
 given in place (a mask written into the caller's batch) raises, naming the argument; a loss
 question's calls say ``"grad": True`` and are compared on the loss *and* its gradients with
 respect to the float tensors and the model's parameters given to it, so that a loss computed
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader import sandbox as grader_sandbox
+from grader import inside
 
 
 #: One grader computation at a time: the checks draw their inputs and reference weights from
@@ -57,7 +57,7 @@ def _locked(fn: Callable) -> Callable:
 def call(fn: str, *args, hidden: bool = False, **extra) -> dict:
     """One call a question makes: the student's ``fn`` on ``args`` (plain data); ``extra``
     says more (``kwargs``, ``init``, ``state``, ``method``, ``message``; ``grad=True`` for a
-    loss: its gradients are compared too, see ``grader_sandbox.run_call``); ``hidden``: a
+    loss: its gradients are compared too, see ``grader.inside.run_call``); ``hidden``: a
     hidden case, shown in the feedback only as such. The checks.py files build their calls
     with it."""
     return {"fn": fn, "args": list(args), "hidden": hidden, **extra}
@@ -85,8 +85,8 @@ class Question:
             namespace = self.reference()
             out = []
             for call in self.cases():
-                value = grader_sandbox.run_call(namespace, _sendable(call))
-                out.append(grader_sandbox.decode(json.loads(json.dumps(grader_sandbox.encode(value)))))
+                value = inside.run_call(namespace, _sendable(call))
+                out.append(inside.decode(json.loads(json.dumps(inside.encode(value)))))
             self._cache["expected"] = out
         return self._cache["expected"]
 
@@ -112,8 +112,8 @@ class TrainedModelQuestion:
     @_locked
     def expected_for(self, cases: list[dict]) -> list:
         namespace = self.reference()
-        return [grader_sandbox.decode(json.loads(json.dumps(grader_sandbox.encode(
-            grader_sandbox.run_call(namespace, _sendable(call)))))) for call in cases]
+        return [inside.decode(json.loads(json.dumps(inside.encode(
+            inside.run_call(namespace, _sendable(call)))))) for call in cases]
 
 
 def load_checks(source_notebook: Path) -> dict[str, Question]:
@@ -142,7 +142,7 @@ def _sendable(call: dict) -> dict:
 
 def inputs(cases: list[dict]) -> str:
     """The JSON the probe reads in the sandbox: the calls, without the grader's notes."""
-    return json.dumps(grader_sandbox.encode([_sendable(c) for c in cases]))
+    return json.dumps(inside.encode([_sendable(c) for c in cases]))
 
 
 NO_GRADIENT_MESSAGE = ("the loss carries no gradient (computed outside autograd: .item(), .detach(), numpy?): "
@@ -151,7 +151,7 @@ NO_GRADIENT_MESSAGE = ("the loss carries no gradient (computed outside autograd:
 
 def _changes(results) -> list | None:
     """What a probe's (parsed) answer says was changed in torch or the course package, or None."""
-    changes = results.get(grader_sandbox.TAMPERED) if isinstance(results, dict) else None
+    changes = results.get(inside.TAMPERED) if isinstance(results, dict) else None
     return changes if isinstance(changes, list) else None
 
 
@@ -189,9 +189,9 @@ def judge(question, results_json: str | None, cases: list[dict] | None = None,
                 return False, f"{case}: the answer that came back is not plain data"
             if "error" in result:
                 return False, f"{case} raised {str(result['error'])[:200]}"
-            got = grader_sandbox.decode(result["value"])
-            if isinstance(got, dict) and grader_sandbox.NO_GRADIENT in got and not (
-                    isinstance(want, dict) and grader_sandbox.NO_GRADIENT in want):
+            got = inside.decode(result["value"])
+            if isinstance(got, dict) and inside.NO_GRADIENT in got and not (
+                    isinstance(want, dict) and inside.NO_GRADIENT in want):
                 return False, f"{case}: {NO_GRADIENT_MESSAGE}"
             why = difference(got, want, question.atol, question.rtol)
             if why:

@@ -33,7 +33,7 @@ from grader import cells as grader_cells  # noqa: E402
 from grader import cli as grader_cli  # noqa: E402
 from grader import release as grader_release  # noqa: E402
 from grader import run as grader_run  # noqa: E402
-from grader import sandbox as grader_sandbox  # noqa: E402
+from grader import inside  # noqa: E402
 NAMES = sorted(POINTS)
 # assignments that train a model and ship its checkpoint (one per line)
 TRAINED = [
@@ -131,7 +131,7 @@ def test_source_notebook_passes_all_its_tests(name, tmp_path):
     # device check in `make integration`
     from scripts.device_check import kernel_env
     checked = kernel_env(tmp_path / ".ipython")
-    grader_sandbox.execute(nb, tmp_path, 600, env={**grader_run.GRADING_ENV, **checked})
+    inside.execute(nb, tmp_path, 600, env={**grader_run.GRADING_ENV, **checked})
     errors = [(c.id, o.ename, o.evalue[:200]) for c in nb.cells if c.cell_type == "code"
               for o in c.outputs if o.output_type == "error"]
     assert errors == []
@@ -532,9 +532,9 @@ def test_a_listed_torch_operation_is_refused_where_it_runs(path):
     refused = student_side.forbidden(_source("a6_vit"))
     q, k, v = (torch.randn(2, 3, 4) for _ in range(3))
     call = {"fn": "attention", "args": [q, k, v]}
-    with pytest.raises(grader_sandbox.ForbiddenOperation):
-        grader_sandbox.run_call({"attention": FORBIDDEN_PATHS[path]}, call, refused)
-    honest = grader_sandbox.run_call({"attention": _attention}, call, refused)
+    with pytest.raises(inside.ForbiddenOperation):
+        inside.run_call({"attention": FORBIDDEN_PATHS[path]}, call, refused)
+    honest = inside.run_call({"attention": _attention}, call, refused)
     torch.testing.assert_close(honest, torch.nn.functional.scaled_dot_product_attention(q, k, v))
     assert torch.overrides._get_current_function_mode_stack() == []  # nothing left behind
 
@@ -546,8 +546,8 @@ def test_torchs_attention_module_is_refused_on_its_fast_path():
     refused = student_side.forbidden(_source("a2_transformer"))
     layer = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
     x = torch.randn(2, 5, 8)
-    with pytest.raises(grader_sandbox.ForbiddenOperation):
-        grader_sandbox.run_call({"mha": lambda x: layer(x, x, x, need_weights=False)[0]}, {"fn": "mha", "args": [x]}, refused)
+    with pytest.raises(inside.ForbiddenOperation):
+        inside.run_call({"mha": lambda x: layer(x, x, x, need_weights=False)[0]}, {"fn": "mha", "args": [x]}, refused)
 
 
 def test_a_checkpoint_is_checked_against_the_reference_before_anything_reads_it(tmp_path):
@@ -825,10 +825,10 @@ def test_a_last_cell_cut_by_the_time_limit_is_the_time_limit(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"),
                                          nbformat.v4.new_code_cell("import time\ntime.sleep(300)")])
     start = time.perf_counter()
-    assert grader_sandbox.execute(nb, tmp_path, timeout=600, time_limit=10) is True
+    assert inside.execute(nb, tmp_path, timeout=600, time_limit=10) is True
     assert time.perf_counter() - start < 200, "stopped by the limit, not by the end of the sleep"
     (error,) = [o for o in nb.cells[1].outputs if o.output_type == "error"]
-    assert error.ename == grader_sandbox.TIME_LIMIT_ERROR and "time limit" in error.evalue
+    assert error.ename == inside.TIME_LIMIT_ERROR and "time limit" in error.evalue
 
 
 @pytest.mark.integration  # grades: needs bubblewrap

@@ -55,15 +55,43 @@ def test_forward_shape_and_tied_output_layer():
     assert weights[0].triu(1).abs().max() == 0   # nothing above the diagonal: no look-ahead
 
 
-def test_cached_step_matches_the_full_forward():
-    model = tiny()
-    idx = torch.randint(40, (2, 9))
+@pytest.mark.parametrize("which", ["tiny", "shipped"])
+def test_cached_step_matches_the_full_forward(which):
+    """The prompt, then one token at a time, then three at once: every step's logits are those
+    of the whole sequence read again (the shipped GPT too, whose cache is what 07 times)."""
+    model = tiny() if which == "tiny" else gpt_training.load_pretrained()[0].eval()
+    vocab, heads = model.config.vocab_size, model.config.num_heads
+    idx = torch.randint(vocab, (2, 12), generator=torch.Generator().manual_seed(0))
     logits, cache = model.step(idx[:, :4])
     torch.testing.assert_close(logits, model(idx[:, :4])[:, -1], rtol=1e-5, atol=1e-5)
     for t in range(4, 9):
         logits, cache = model.step(idx[:, t:t + 1], cache)
         torch.testing.assert_close(logits, model(idx[:, :t + 1])[:, -1], rtol=1e-5, atol=1e-5)
-    assert cache[0][0].shape == (2, 4, 9, 8)   # (batch, heads, positions, d_head)
+    logits, cache = model.step(idx[:, 9:12], cache)   # several new positions after a cache
+    torch.testing.assert_close(logits, model(idx)[:, -1], rtol=1e-5, atol=1e-5)
+    assert cache[0][0].shape == (2, heads, 12, model.config.d_model // heads)   # (batch, heads, positions, d_head)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_a_layer_reading_its_cache_is_the_layer_on_the_whole_sequence(norm_first):
+    """Generation runs the model's own layer (EncoderLayer.forward) on the new positions with a
+    KVCache: its outputs are those of the layer on the whole sequence under the causal mask,
+    and the cache holds the keys and values of every position read."""
+    from course_utils.attention import KVCache
+    from course_utils.transformer import EncoderLayer
+    torch.manual_seed(0)
+    layer = EncoderLayer(16, 4, 32, norm_first=norm_first).eval()
+    x = torch.randn(2, 7, 16)
+    whole, _ = layer(x, gpt.causal_mask(7))
+    cache = KVCache()
+    first, _ = layer(x[:, :3], gpt.causal_mask(3), cache=cache)
+    rows = [layer(x[:, t:t + 1], None, need_weights=False, cache=cache)[0] for t in range(3, 5)]
+    last, weights = layer(x[:, 5:], gpt.causal_mask(7)[5:], cache=cache)   # two new rows of the mask
+    torch.testing.assert_close(torch.cat([first, *rows, last], dim=1), whole, rtol=1e-5, atol=1e-5)
+    assert len(cache) == 7 and cache.keys.shape == cache.values.shape == (2, 4, 7, 4)
+    assert weights.shape == (2, 4, 2, 7) and weights[..., 0, 6].abs().max() == 0   # position 5 does not read 6
+    with pytest.raises(ValueError, match="n_k"):   # the mask must have a column for each cached key too
+        layer(x[:, :1], gpt.causal_mask(1), cache=cache)
 
 
 @pytest.mark.parametrize("prompt_len, new", [(3, 6), (5, 20)])  # the second runs past max_len = 12

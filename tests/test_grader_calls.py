@@ -1,11 +1,11 @@
-"""What the grader's calls see beyond the values returned (grader.sandbox.run_call,
+"""What the grader's calls see beyond the values returned (grader.inside.run_call,
 judged by grader.verdicts.judge): a function that changes the tensors it was given,
 a loss that carries no gradient (or a wrong one), a generate that does not use its cache.
 Each honest mistake or fake answer here returned the right values and once got full points.
 
 The student's side runs in this process, without a sandbox: the source notebook's cells
 (its solutions, edited as a student would) in a namespace of their own, probed as the
-sandbox's probe cell probes them (``grader_sandbox.probe``), and judged as the grader judges.
+sandbox's probe cell probes them (``grader.inside.probe``), and judged as the grader judges.
 """
 
 import functools
@@ -19,13 +19,13 @@ import pytest
 import test_assignments as T
 from grader import cells as grader_cells
 from grader import run as grader_run
-from grader import sandbox as grader_sandbox
+from grader import inside
 from grader import verdicts as grader_verdicts
 
 # A probe cell imports the sandbox's module by the name the kernels know it by
-# (grader_sandbox.probe_source); in the tests' process that name is this very module, whose
+# (grader.inside.probe_source); in the tests' process that name is this very module, whose
 # first look (watch) the tests take, as one module serves both in a kernel.
-sys.modules.setdefault(grader_sandbox.IN_KERNEL_MODULE, grader_sandbox)
+sys.modules.setdefault(inside.IN_KERNEL_MODULE, inside)
 
 pytestmark = pytest.mark.integration  # the assignments' source notebooks run: `make integration` (Makefile)
 
@@ -78,7 +78,7 @@ def _judged(name, question, namespace, tmp_path):
     work = Path(tempfile.mkdtemp(prefix=f"{name}-{question}-", dir=tmp_path))
     (work / "in").mkdir()
     (work / "in" / f"{question}.json").write_text(grader_verdicts.inputs(q.cases()))
-    grader_sandbox.probe(namespace, question, str(work))
+    inside.probe(namespace, question, str(work))
     return grader_verdicts.judge(q, (work / "out" / f"{question}.json").read_text())
 
 
@@ -128,8 +128,8 @@ def test_no_reference_answer_changes_what_it_is_given(name, monkeypatch):
     shipped checkpoint), run through the check of arguments changed in place: none raises."""
     import torch
     checked = []
-    snapshot = grader_sandbox._snapshot
-    monkeypatch.setattr(grader_sandbox, "_snapshot", lambda x, depth=0: checked.append(depth) or snapshot(x, depth))
+    snapshot = inside._snapshot
+    monkeypatch.setattr(inside, "_snapshot", lambda x, depth=0: checked.append(depth) or snapshot(x, depth))
     calls = 0
     for gid, question in _checks(name).items():
         if isinstance(question, grader_verdicts.TrainedModelQuestion):
@@ -293,7 +293,7 @@ def test_the_check_of_torch_looks_before_it_reads_torch_s_state(tmp_path):
     import sys
     code = (
         "import torch, torch.library as L, course_utils.data\n"
-        "from grader import sandbox as G\n"
+        "from grader import inside as G\n"
         "G.watch(); assert G.changed() == []\n"
         "real, saved = torch.equal, []\n"
         "class Trap(set):\n"

@@ -1,4 +1,4 @@
-"""Red team of the grader's new checks (grader.sandbox.run_call: arguments changed in
+"""Red team of the grader's new checks (grader.inside.run_call: arguments changed in
 place, a loss's gradients; a5's count of the key work of generation; where difference() says
 a structure differs): each test is a submission that scores points it did not earn, or an
 honest answer that loses points, as the grader judges it now. Each fails until its fix;
@@ -7,7 +7,7 @@ the docstring says which.
 As in tests/test_grader_calls.py (whose helpers these are), the student's side runs in this
 process: the source notebook's cells, edited as a student would edit them. Two differences
 from those tests: the probe is the probe *cell* the grader adds to the notebook
-(``grader_sandbox.probe_source``), run in the student's globals as the kernel runs it, and
+(``grader.inside.probe_source``), run in the student's globals as the kernel runs it, and
 an answer that ``answer_checks`` flags (a reference answer named) scores 0 on the question it
 caps, as in ``grader.run.grade``. A test passes when the attack scores 0 *either* way (flagged,
 or refused by the probe); since issue 63 almost all are refused by the probe (the run-time checks).
@@ -22,7 +22,7 @@ import test_assignments as T
 from grader import assemble as grader_assemble
 from grader import cells as grader_cells
 from grader import run as grader_run
-from grader import sandbox as grader_sandbox
+from grader import inside
 from grader import verdicts as grader_verdicts
 from test_grader_calls import IN_PLACE_MASK, MASK_QUESTIONS, QKV, _checks, _namespace, _replace
 from test_grader_calls import _grading_device  # noqa: F401  (autouse: the grader's device, the CPU)
@@ -40,7 +40,7 @@ def _probed(name, question, namespace, tmp_path):
     work = Path(tempfile.mkdtemp(prefix=f"{name}-{question}-", dir=tmp_path))
     (work / "in").mkdir()
     (work / "in" / f"{question}.json").write_text(grader_verdicts.inputs(q.cases()))
-    cell = grader_sandbox.probe_source(question, str(work), grader_sandbox.code_folder(work))
+    cell = inside.probe_source(question, str(work), inside.code_folder(work))
     exec(compile(cell, f"probe {question}", "exec"), namespace)
     out = work / "out" / f"{question}.json"
     return grader_verdicts.judge(q, out.read_text() if out.exists() else None)
@@ -81,7 +81,7 @@ def test_the_grader_module_is_out_of_reach_of_the_calls_it_makes(tmp_path, monke
     Fix: the probe cell binds no name in the student's globals (e.g. one expression:
     ``__import__("sys").path.insert(...)``, ``__import__("grader_sandbox").probe(globals(), ...)``)
     and answer_checks flags any ``_grader*`` name (or any global no cell binds)."""
-    monkeypatch.setattr(grader_sandbox, "_change", grader_sandbox._change)  # put back after the test
+    monkeypatch.setattr(inside, "_change", inside._change)  # put back after the test
     score, why = _graded("a4_bert", MASK_QUESTIONS, tmp_path,
                          mask_tokens=_in_mask_tokens("_grader_sandbox._change = lambda x, snap: None"))
     assert score == 0.0, "an in-place mask_tokens scored its points by switching the check off"
@@ -101,11 +101,11 @@ def test_an_alias_of_torch_tensor_cannot_switch_off_the_in_place_check(tmp_path)
     """``_T = torch.Tensor; _T.clone = ...`` (clone returning its input for long tensors): the
     probe's snapshot is ``torch.Tensor.detach(x).clone()``, so an in-place mask_tokens once scored
     3. Once caught by a reading of the answer cells (which followed such aliases, but not every
-    form); since issue 63 by the first look (``grader_sandbox.watch``, the grader's cell before the
+    form); since issue 63 by the first look (``inside.watch``, the grader's cell before the
     first answer) and the probe's comparison, whatever form the write takes (run in a process of
     its own: a first look stays for every later test of the process)."""
     lines = _in_a_process_of_its_own(
-        "from grader import sandbox as grader_sandbox\ngrader_sandbox.watch()\n"
+        "from grader import inside\ninside.watch()\n"
         "import pathlib\nimport test_grader_redteam as R\nfrom test_grader_calls import IN_PLACE_MASK, MASK_QUESTIONS\n"
         "patch = ('_T = torch.Tensor\\n_clone = torch.Tensor.clone\\n'\n"
         "         '_T.clone = lambda self, *a, **k: self if self.dtype == torch.long else _clone(self, *a, **k)\\n\\n\\n')\n"
@@ -253,8 +253,8 @@ def test_an_item_replaced_in_a_list_is_named_as_the_list_changed():
     import torch
     for fn, arg, advice in [(lambda xs: xs.__setitem__(0, torch.zeros(2)), [torch.ones(2)], "list(xs)"),
                             (lambda d: d.__setitem__("k", d["k"] * 2), {"k": torch.ones(2)}, "dict(d)")]:
-        with pytest.raises(grader_sandbox.ArgumentChanged) as err:
-            grader_sandbox.run_call({"f": fn}, {"fn": "f", "args": [arg]})
+        with pytest.raises(inside.ArgumentChanged) as err:
+            inside.run_call({"f": fn}, {"fn": "f", "args": [arg]})
         assert f"work on a copy: {advice}" in str(err.value), str(err.value)
 
 
@@ -280,8 +280,8 @@ def test_a_tensor_given_that_changes_class_and_values_is_a_changed_argument():
         return orig.sum()
 
     ids = torch.arange(6)
-    with pytest.raises(grader_sandbox.ArgumentChanged):
-        grader_sandbox.run_call({"f": mask}, {"fn": "f", "args": [ids]})
+    with pytest.raises(inside.ArgumentChanged):
+        inside.run_call({"f": mask}, {"fn": "f", "args": [ids]})
     assert torch.Tensor.as_subclass(ids, torch.Tensor).sum() == 0  # (it did change them)
 
 
@@ -289,8 +289,8 @@ def test_a_tensor_given_that_changes_class_and_values_is_a_changed_argument():
 # The red team found about 45 forms of writing into torch that the reading of the answer cells
 # does not flag (the first eight below). What they change is
 # caught when it runs instead: the grader's cell before the first answer takes a first look at
-# torch and the course package (grader_sandbox.watch) and every probe compares before and after
-# its calls (grader_sandbox.changed); a question probed while they differ scores 0.
+# torch and the course package (inside.watch) and every probe compares before and after
+# its calls (inside.changed); a question probed while they differ scores 0.
 
 T_CLONE = "lambda self, *a, **k: self"
 RUNTIME_WRITES = {  # name -> an answer cell's code (import torch, math already done), each confirmed to patch torch
@@ -398,17 +398,17 @@ HONEST_AT_RUN_TIME = {  # what answers and locked cells do: nothing to report
 }
 _RUNTIME_SCRIPT = """
 import json, sys
-from grader import sandbox as grader_sandbox
+from grader import inside
 import torch, math
 found = {{}}
 # one process, the honest cases first: each case is compared with a first look taken just before it
 # (an attack's change stays for the cases after it, which are compared with a look that has it)
 for name, code in json.loads({cases!r}).items():
-    grader_sandbox.watch()
+    inside.watch()
     namespace = {{"torch": torch, "math": math, "__name__": "__main__"}}  # alive until the look, as a kernel's
     try:
         exec(compile(code, name, "exec"), namespace)
-        found[name] = grader_sandbox.changed()
+        found[name] = inside.changed()
     except BaseException as err:
         found[name] = ["the case failed: " + repr(err)]
 print(json.dumps(found))
@@ -417,7 +417,7 @@ print(json.dumps(found))
 
 @pytest.fixture(scope="module")
 def changed_at_run_time():
-    """What ``grader_sandbox.changed()`` reports after each case of HONEST_AT_RUN_TIME and
+    """What ``inside.changed()`` reports after each case of HONEST_AT_RUN_TIME and
     RUNTIME_WRITES, in one process (a forked child per case deadlocked in torch.compile)."""
     import json
     import subprocess
@@ -464,7 +464,7 @@ SELF_UNDOING = ("\n\ndef _once(T, keep_all):\n    def fp(self):\n        return 
 
 def test_a_change_to_torch_that_undoes_itself_when_used_is_seen(tmp_path):
     lines = _in_a_process_of_its_own(
-        "import pathlib\nfrom grader import sandbox as grader_sandbox\ngrader_sandbox.watch()\nimport test_grader_redteam as R\n"
+        "import pathlib\nfrom grader import inside\ninside.watch()\nimport test_grader_redteam as R\n"
         "from test_grader_calls import IN_PLACE_MASK, MASK_QUESTIONS\n"
         "def edit(code):\n    code = IN_PLACE_MASK(code).replace('    return inputs.to(input_ids.device), labels.to(input_ids.device)', "
         "'    _once(torch.Tensor, torch.Tensor.all)\\n    return inputs.to(input_ids.device), labels.to(input_ids.device)')\n"
@@ -487,7 +487,7 @@ def test_a_probe_after_a_write_into_torch_scores_nothing_and_says_what_changed(t
     ``torch.Tensor.clone`` that the answer check does not flag)."""
     import subprocess
     import sys
-    script = ("from grader import sandbox as grader_sandbox\ngrader_sandbox.watch()\n"
+    script = ("from grader import inside\ninside.watch()\n"
               "import test_grader_redteam as R\nimport torch, pathlib, tempfile\n"
               "ns = R._namespace('a5_gpt')\n"
               "print('clean', R._probed('a5_gpt', 'test_attention', ns, pathlib.Path(tempfile.mkdtemp())))\n"
@@ -504,7 +504,7 @@ def test_a_probe_after_a_write_into_torch_scores_nothing_and_says_what_changed(t
 
 _QUICK_PASS_CASES = r'''
 import json, torch
-from grader import sandbox as G
+from grader import inside as G
 G.watch()
 T, mod = torch.Tensor, __import__("torch._tensor", fromlist=["_"])
 def report(tag):
@@ -569,7 +569,7 @@ def test_the_quick_pass_of_the_check_misses_nothing_the_full_comparison_finds(qu
 _QUICK_PASS_ATTACKS = r'''
 import json, operator, builtins, sys, torch, course_utils.data
 import torch.nn.functional as F
-from grader import sandbox as G
+from grader import inside as G
 
 def both(tag):
     new = [G.changed(G.QUICK), G.changed()]
@@ -687,8 +687,8 @@ def _probed_refusing(name, question, namespace, tmp_path):
     work = Path(tempfile.mkdtemp(prefix=f"{name}-{question}-", dir=tmp_path))
     (work / "in").mkdir()
     (work / "in" / f"{question}.json").write_text(grader_verdicts.inputs(q.cases()))
-    (work / "in" / grader_sandbox.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source(name))))
-    exec(compile(grader_sandbox.probe_source(question, str(work), grader_sandbox.code_folder(work)),
+    (work / "in" / inside.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source(name))))
+    exec(compile(inside.probe_source(question, str(work), inside.code_folder(work)),
                  f"probe {question}", "exec"), namespace)
     out = work / "out" / f"{question}.json"
     return grader_verdicts.judge(q, out.read_text() if out.exists() else None)
@@ -755,9 +755,9 @@ def test_the_grader_module_in_the_kernel_cannot_switch_the_refusal_off(tmp_path)
     """The kernel imports the grader's module (``grader_sandbox``) in the watch cell, before the
     first answer: an answer cell that replaced its ``_refusing`` ran torch's fused attention in the
     probe and scored test_attention (grader-3's cold attack). Fix: the grader's own module is one
-    of those the first look watches (``grader.sandbox.WATCHED``), so the probe sees the change."""
+    of those the first look watches (``grader.inside.WATCHED``), so the probe sees the change."""
     work = tmp_path / "code"
-    code = grader_sandbox.code_folder(work)
+    code = inside.code_folder(work)
     lines = _in_a_process_of_its_own(
         f"import sys, pathlib, tempfile\nsys.path.insert(0, {code!r})\nimport grader_sandbox\ngrader_sandbox.watch()\n"
         "import test_grader_redteam as R\n"
@@ -799,15 +799,15 @@ def test_torchs_fused_attention_is_refused_in_every_thread_and_every_cell(tmp_pa
     """grader-3's cold attack: the listed operators were refused only in the calling thread and only
     while the grader's calls ran; a thread started in a call (IN_A_THREAD) scored test_attention,
     and an answer cell could compute with them outside the calls (the grader's inputs are readable
-    there). Fix: ``grader_sandbox.refuse_everywhere``, from the watch cell on, in torch's dispatcher.
+    there). Fix: ``inside.refuse_everywhere``, from the watch cell on, in torch's dispatcher.
     The honest answer, and a6's handed-out layer (the course's ``fused_attention``, written out in
     the sandbox's package), still run."""
     import json
     from grader import student_side
     work = tmp_path / "work"
     (work / "in").mkdir(parents=True)
-    (work / "in" / grader_sandbox.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source("a2_transformer"))))
-    code = grader_sandbox.code_folder(tmp_path / "code")
+    (work / "in" / inside.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source("a2_transformer"))))
+    code = inside.code_folder(tmp_path / "code")
     lines = _in_a_process_of_its_own(
         f"import sys, pathlib, tempfile\nsys.path.insert(0, {code!r})\nimport grader_sandbox\n"
         f"grader_sandbox.watch({str(work)!r})\n"
@@ -838,8 +838,8 @@ def test_a6s_handed_out_layer_runs_with_the_fused_kernel_refused(tmp_path):
     package = student_side.student_package("a6_vit", source, compared)
     work = tmp_path / "work"
     (work / "in").mkdir(parents=True)
-    (work / "in" / grader_sandbox.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(source)))
-    code = grader_sandbox.code_folder(tmp_path / "code")
+    (work / "in" / inside.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(source)))
+    code = inside.code_folder(tmp_path / "code")
     lines = _in_a_process_of_its_own(
         "import sys, torch\n"
         "from course_utils.vit import EncoderLayer as Course\n"
@@ -871,7 +871,7 @@ UNDONE = ("import sys as _sys, torch as _torch\n"
 
 
 def test_the_refusal_in_the_dispatcher_cannot_be_undone_unseen(tmp_path):
-    """The refusal's registrations are reachable from the kernel (``grader_sandbox._everywhere``):
+    """The refusal's registrations are reachable from the kernel (``inside._everywhere``):
     destroyed, with as many other kernels registered so that a count stays the same, the fused
     kernel ran again in a thread. The first look compares which aten kernels are registered from
     Python, not how many (grader-3), so the probe scores nothing and says what was taken out."""
@@ -879,8 +879,8 @@ def test_the_refusal_in_the_dispatcher_cannot_be_undone_unseen(tmp_path):
     from grader import student_side
     work = tmp_path / "work"
     (work / "in").mkdir(parents=True)
-    (work / "in" / grader_sandbox.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source("a2_transformer"))))
-    code = grader_sandbox.code_folder(tmp_path / "code")
+    (work / "in" / inside.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source("a2_transformer"))))
+    code = inside.code_folder(tmp_path / "code")
     lines = _in_a_process_of_its_own(
         f"import sys, pathlib, tempfile, warnings\nwarnings.simplefilter('ignore')\nsys.path.insert(0, {code!r})\n"
         f"import grader_sandbox\ngrader_sandbox.watch({str(work)!r})\n"
@@ -897,14 +897,14 @@ def test_no_program_starts_after_the_first_answer_where_torch_operations_are_ref
     """A Python started by the submission (``subprocess``, ``multiprocessing``'s spawn) is a new
     interpreter without ``refuse_everywhere``'s refusals: it computed torch's fused attention for
     a call (grader-3). From the watch cell on, no thread of the kernel may execute a program
-    (``grader_sandbox.refuse_exec``, a seccomp filter for every thread); a forked child keeps the
+    (``inside.refuse_exec``, a seccomp filter for every thread); a forked child keeps the
     refusals; a figure (matplotlib's font cache built anew) and tqdm still work."""
     import json
     from grader import student_side
     work = tmp_path / "work"
     (work / "in").mkdir(parents=True)
-    (work / "in" / grader_sandbox.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source("a2_transformer"))))
-    code = grader_sandbox.code_folder(tmp_path / "code")
+    (work / "in" / inside.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source("a2_transformer"))))
+    code = inside.code_folder(tmp_path / "code")
     lines = _in_a_process_of_its_own(
         f"import io, os, sys, subprocess, tempfile, threading\nos.environ['MPLCONFIGDIR'] = tempfile.mkdtemp()\n"
         f"sys.path.insert(0, {code!r})\nimport grader_sandbox, torch\ngrader_sandbox.watch({str(work)!r})\n"

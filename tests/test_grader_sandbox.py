@@ -519,7 +519,7 @@ def test_forged_or_malformed_answers_score_nothing():
         ok, why = grader_verdicts.judge(question, forged)
         assert not ok and why, forged if forged is None else forged[:40]
     # the right answers, sent back as plain data, do score
-    right = [{"value": grader_verdicts.grader_sandbox.encode(x)} for x in question.expected()]
+    right = [{"value": grader_verdicts.inside.encode(x)} for x in question.expected()]
     assert grader_verdicts.judge(question, json.dumps(right)) == (True, "")
 
 

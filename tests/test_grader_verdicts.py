@@ -8,7 +8,7 @@ import threading
 import pytest
 
 import test_assignments as T  # noqa: F401
-from grader import sandbox as grader_sandbox
+from grader import inside
 from grader import verdicts as grader_verdicts
 
 SOURCE = T.SOURCE
@@ -25,7 +25,7 @@ def test_reference_answers_computed_in_threads_are_the_ones_computed_alone():
 
     def computed():
         fresh = {gid: dataclasses.replace(q, _cache={}) for gid, q in questions.items()}
-        return {gid: json.dumps(grader_sandbox.encode([q.cases(), q.expected()])) for gid, q in fresh.items()}
+        return {gid: json.dumps(inside.encode([q.cases(), q.expected()])) for gid, q in fresh.items()}
 
     alone = computed()
     in_threads, errors = [], []
@@ -48,11 +48,11 @@ def test_reference_answers_computed_in_threads_are_the_ones_computed_alone():
 # ---- run_call: arguments changed in place, gradients; difference inside structures ----------
 
 def _run(fn, *args, **extra):
-    return grader_sandbox.run_call({"f": fn}, {"fn": "f", "args": list(args), **extra})
+    return inside.run_call({"f": fn}, {"fn": "f", "args": list(args), **extra})
 
 
 def _changed(fn, *args, **extra):
-    with pytest.raises(grader_sandbox.ArgumentChanged) as err:
+    with pytest.raises(inside.ArgumentChanged) as err:
         _run(fn, *args, **extra)
     return str(err.value)
 
@@ -89,8 +89,8 @@ def test_a_call_that_changes_a_tensor_it_was_given_raises_naming_the_argument():
         def forward(self, x):
             return x.mul_(self.n)
     assert "f(...).forward changed argument 1 (x, " in _changed(Layer, torch.ones(2), init=[3], method="forward")
-    with pytest.raises(grader_sandbox.ArgumentChanged, match="f\\(...\\).forward changed argument 1"):
-        grader_sandbox.run_call({"f": Layer}, {"fn": "f", "init": [2], "steps": [{"method": "forward", "args": [torch.ones(2)]}]})
+    with pytest.raises(inside.ArgumentChanged, match="f\\(...\\).forward changed argument 1"):
+        inside.run_call({"f": Layer}, {"fn": "f", "init": [2], "steps": [{"method": "forward", "args": [torch.ones(2)]}]})
 
 
 def test_a_call_that_leaves_its_arguments_as_they_were_does_not_raise():
@@ -123,7 +123,7 @@ def test_a_call_with_grad_returns_the_value_and_its_gradients_by_name():
         torch.testing.assert_close(got, w)
     assert not model.weight.requires_grad or model.weight.grad is None  # nothing accumulated on the weights
     # and the answer travels as plain data
-    assert grader_sandbox.decode(json.loads(json.dumps(grader_sandbox.encode(out))))["gradients"].keys() == out["gradients"].keys()
+    assert inside.decode(json.loads(json.dumps(inside.encode(out))))["gradients"].keys() == out["gradients"].keys()
 
 
 @pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")  # float(loss), as a student writes it
@@ -133,15 +133,15 @@ def test_a_loss_without_a_gradient_says_so_and_loses_with_the_reason():
     for detached in (lambda v: torch.tensor(v.sum().item()), lambda v: v.sum().detach(), lambda v: float(v.sum()),
                      lambda v: torch.tensor(v.sum().item(), requires_grad=True)):
         out = _run(detached, x, grad=True)
-        assert list(out) == [grader_sandbox.NO_GRADIENT], out
+        assert list(out) == [inside.NO_GRADIENT], out
     question = grader_verdicts.Question(lambda: [grader_verdicts.call("f", x, grad=True)], lambda: {"f": lambda v: v.pow(2).sum()})
-    answer = json.dumps([{"value": grader_sandbox.encode(_run(lambda v: v.pow(2).sum().detach(), x, grad=True))}])
+    answer = json.dumps([{"value": inside.encode(_run(lambda v: v.pow(2).sum().detach(), x, grad=True))}])
     ok, why = grader_verdicts.judge(question, answer)
     assert not ok and why.endswith(grader_verdicts.NO_GRADIENT_MESSAGE)
     assert "the loss carries no gradient (computed outside autograd: .item(), .detach(), numpy?)" in why
-    right = json.dumps([{"value": grader_sandbox.encode(_run(lambda v: (v * v).sum(), x, grad=True))}])
+    right = json.dumps([{"value": inside.encode(_run(lambda v: (v * v).sum(), x, grad=True))}])
     assert grader_verdicts.judge(question, right) == (True, "")
-    wrong = json.dumps([{"value": grader_sandbox.encode(_run(lambda v: 2 * v.pow(2).sum() - v.pow(2).sum().detach(),
+    wrong = json.dumps([{"value": inside.encode(_run(lambda v: 2 * v.pow(2).sum() - v.pow(2).sum().detach(),
                                                               x, grad=True))}])
     ok, why = grader_verdicts.judge(question, wrong)
     assert not ok and "at 'gradients', 'args[0]': values differ" in why

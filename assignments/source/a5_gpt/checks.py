@@ -50,8 +50,8 @@ def reference():
         def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
             super().__init__(d_model, num_heads, d_ff, dropout, norm_first=True)
 
-        def forward(self, x, past=None):
-            return G.cached_block(self, x, past)
+        def forward(self, x, past=None):   # the layer's own forward, with a cache, as GPT's generation runs it
+            return G.cached_block(super().forward, x, past)
 
     def seeded_generator(seed):
         return torch.Generator().manual_seed(seed)
