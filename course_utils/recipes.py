@@ -532,9 +532,6 @@ SMOKE_CAPS: dict[str, Callable[[object, int], dict]] = {
                                 shots=tuple(k for k in r.shots if k <= 8), period=min(r.period, 40),
                                 lora_seeds=r.lora_seeds[:1],
                                 lora_train=min(r.lora_train, size), lora_test=min(r.lora_test, size)),
-    # the warm-up schedule's cool-down fits in the steps (schedules.warmup_scheduler asks it)
-    "transformer": lambda r, size: dict(cooldown=min(r.cooldown, r.max_steps)),
-    "transformer_comparison": lambda r, size: dict(cooldown=min(r.cooldown, r.max_steps)),
 }
 
 #: in a smoke test, the most examples per training batch
