@@ -21,7 +21,7 @@ from typing import Sequence
 import torch
 
 from course_utils.gpt import GPT, GPTClassifier, GPTConfig, lm_loss
-from course_utils.runtime import cap_steps, check_device
+from course_utils.runtime import check_device
 from course_utils.training import load_model, predictions, save_checkpoint, train
 
 
@@ -113,7 +113,7 @@ def fit(model: GPT, tokens: torch.Tensor, recipe, steps: int | None = None,
     (a ``recipes.GPTTraining``) says: AdamW (betas 0.9, 0.95, weight decay), linear warm-up
     and cosine decay; returns the ``History``. Taught in: 07_gpt."""
     from course_utils.schedules import cosine_schedule
-    steps = cap_steps(recipe.steps if steps is None else steps)
+    steps = recipe.steps if steps is None else steps
     device = check_device(model, what="fit")
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95),
                                   weight_decay=recipe.weight_decay)

@@ -3,7 +3,8 @@ of the ``fast`` profile (CPU, CI) and the ``full`` one (GPU), side by side, one 
 notebook. One convention: a frozen dataclass per recipe (``...Training``; 05's is
 ``BertPretraining``), a ``NAME_FAST`` and a ``NAME_FULL`` instance of it, and
 ``recipe(name)``, which picks the one the active profile asks for and, in a smoke test
-(``COURSE_SMOKE_STEPS``), caps it in one place (every batch size, and ``SMOKE_CAPS``). The
+(``COURSE_SMOKE_STEPS``), caps it: every field that counts steps and every batch size, and
+``SMOKE_CAPS``: training and the fits run the steps they are given. The
 notebooks, the benchmark (``bench``), the tuning, training and pre-training scripts and the tests
 all read the recipes from here: changing 04's recipe is one edit, in this file. A notebook
 that wants a variation makes one with ``dataclasses.replace(recipe, ...)``.
@@ -39,7 +40,7 @@ from typing import Callable, NamedTuple
 from course_utils.bert import BertConfig
 from course_utils.convs2s import ConvS2SConfig
 from course_utils.gpt import GPTConfig
-from course_utils.runtime import cap_batch, pick, smoke_eval_size
+from course_utils.runtime import pick, smoke_eval_size, smoke_steps
 from course_utils.schedules import linear_factor
 from course_utils.seq2seq import Seq2SeqConfig
 from course_utils.transformer import TransformerConfig
@@ -515,10 +516,9 @@ def _bert_smoke(r: BertPretraining, size: int) -> dict:
 
 
 #: In a smoke test (``COURSE_SMOKE_STEPS``: the profile's models, a few steps each, numbers
-#: that mean nothing), what each recipe gives up beyond the batch sizes (every field that
-#: names a batch size is capped at ``runtime.SMOKE_BATCH``): ``name -> (recipe, smoke test's
-#: evaluation size) -> changed fields``. The training steps themselves are capped where the
-#: loops run (``runtime.cap_steps``).
+#: that mean nothing), what each recipe gives up beyond its steps and batch sizes (every
+#: field that counts steps is capped at the smoke test's steps, every field that names a batch
+#: size at ``SMOKE_BATCH``): ``name -> (recipe, smoke test's evaluation size) -> changed fields``.
 SMOKE_CAPS: dict[str, Callable[[object, int], dict]] = {
     "bert": _bert_smoke,
     # training tokenisers is what a smoke run of 06 spends its time on, not the models
@@ -530,9 +530,29 @@ SMOKE_CAPS: dict[str, Callable[[object, int], dict]] = {
     # a real 135 M model: every question and every shot costs a forward pass of it
     "llm": lambda r, size: dict(num_test=min(r.num_test, max(4, size // 16)), seeds=r.seeds[:1],
                                 shots=tuple(k for k in r.shots if k <= 8), period=min(r.period, 40),
-                                lora_steps=min(r.lora_steps, 20), lora_seeds=r.lora_seeds[:1],
+                                lora_seeds=r.lora_seeds[:1],
                                 lora_train=min(r.lora_train, size), lora_test=min(r.lora_test, size)),
 }
+
+#: in a smoke test, the most examples per training batch
+SMOKE_BATCH = 8
+
+
+class Smoke(NamedTuple):
+    """A smoke test's caps: optimiser steps per training run, examples per evaluation."""
+    steps: int
+    eval_size: int
+
+
+def smoke() -> Smoke | None:
+    """The smoke test's caps (``runtime.smoke_steps``, ``runtime.smoke_eval_size``), or None
+    outside a smoke test (train as the profile says)."""
+    steps = smoke_steps()
+    return None if steps is None else Smoke(steps, smoke_eval_size())
+
+
+def _step_fields(chosen) -> list[str]:
+    return [f.name for f in fields(chosen) if f.name.endswith("steps")]
 
 
 def _batch_fields(chosen) -> list[str]:
@@ -541,14 +561,17 @@ def _batch_fields(chosen) -> list[str]:
 
 def recipe(name: str, profile: str | None = None):
     """The recipe ``name`` (see ``RECIPES``) for the active profile, or for ``profile``
-    ('fast' or 'full'). In a smoke test the same models with small batches and the caps of
+    ('fast' or 'full'). In a smoke test (``smoke()``) the same models with every count of steps
+    capped at the smoke test's steps, batches of at most ``SMOKE_BATCH`` and the caps of
     ``SMOKE_CAPS``; outside one, ``RECIPES[name].fast`` or ``.full`` itself."""
     if name not in RECIPES:
         raise ValueError(f"no recipe named {name!r}: expected one of {', '.join(sorted(RECIPES))}")
     chosen = pick(*RECIPES[name], profile)
-    size = smoke_eval_size()
-    if size is None:
+    caps = smoke()
+    if caps is None:
         return chosen
-    changes = {f: cap_batch(getattr(chosen, f)) for f in _batch_fields(chosen) if getattr(chosen, f) is not None}
-    changes.update(SMOKE_CAPS.get(name, lambda r, s: {})(chosen, size))
-    return replace(chosen, **changes)
+    changes = {f: min(getattr(chosen, f), caps.steps) for f in _step_fields(chosen) if getattr(chosen, f) is not None}
+    changes.update({f: min(getattr(chosen, f), SMOKE_BATCH) for f in _batch_fields(chosen)
+                    if getattr(chosen, f) is not None})
+    capped = replace(chosen, **changes)
+    return replace(capped, **SMOKE_CAPS.get(name, lambda r, s: {})(capped, caps.eval_size))

@@ -14,16 +14,16 @@ policy (too late to change it), ``setup()`` falls back to one thread and its sum
 so and how to fix it: every notebook imports course_utils first (a test checks).
 ``COURSE_NUM_THREADS`` overrides the thread count.
 
-Smoke test: ``COURSE_SMOKE_STEPS=N`` keeps the profile's models and data but caps every
-training run at N optimiser steps (``training.train`` honours it) and every test split at
-``COURSE_SMOKE_EVAL`` examples (default 128; ``data.load_synthetic`` and
-``data.es_en_splits`` honour it: decoding the test sets is what costs; validation splits
-are kept whole, notebooks index into them), so that the ``full`` profile can be checked
-on a CPU in minutes (tests/test_full_profile_smoke.py); ``decoding`` then writes at most
-``SMOKE_DECODE_LEN`` tokens per output, and ``recipes.recipe`` caps every recipe in one
-place: batches of at most ``SMOKE_BATCH`` examples (``cap_batch``: the full-size models' two
-steps on full batches were most of 05's smoke run), 06's tokenisers at
-``recipes.SMOKE_MERGES`` merges, 05's and 07's data and samples (``recipes.SMOKE_CAPS``). Numbers printed then mean nothing.
+Smoke test: ``COURSE_SMOKE_STEPS=N`` keeps the profile's models and data but runs N optimiser
+steps per training run, so that the ``full`` profile can be checked on a CPU in minutes
+(tests/test_full_profile_smoke.py); the numbers printed then mean nothing. ``smoke_steps`` and
+``smoke_eval_size`` read it (and ``COURSE_SMOKE_EVAL``, test examples per split, default 128).
+``recipes.recipe`` writes the caps into the recipe it returns (every count of steps, batch
+size and what ``recipes.SMOKE_CAPS`` names): training and the fits run the steps they are
+given. Two caps are not in a recipe yet: ``data.load_synthetic`` and ``data.es_en_splits``
+keep ``smoke_eval_size()`` test pairs (validation splits stay whole: notebooks index into
+them), and ``decoding`` writes at most ``SMOKE_DECODE_LEN`` tokens per output
+(``cap_decode_len``).
 """
 
 from __future__ import annotations
@@ -142,23 +142,6 @@ def smoke_eval_size() -> int | None:
         return None
     size = _positive_int_env("COURSE_SMOKE_EVAL")
     return SMOKE_EVAL_DEFAULT if size is None else size
-
-
-def cap_steps(steps: int | None) -> int | None:
-    """``steps`` capped by the smoke test's ``smoke_steps()`` (None stays None outside one)."""
-    cap = smoke_steps()
-    if cap is None:
-        return steps
-    return cap if steps is None else min(steps, cap)
-
-
-#: in a smoke test, the most examples per training batch of a recipe that asks ``cap_batch``
-SMOKE_BATCH = 8
-
-
-def cap_batch(batch_size: int) -> int:
-    """``batch_size`` capped at ``SMOKE_BATCH`` in a smoke test; unchanged outside one."""
-    return batch_size if smoke_steps() is None else min(batch_size, SMOKE_BATCH)
 
 
 #: in a smoke test, the longest output a decoder writes (an untrained model rarely ends its

@@ -192,8 +192,6 @@ def train(model: nn.Module, batches: Iterable | Callable[[int], Iterable],
         raise ValueError(f"time_budget must be positive seconds or None, got {time_budget!r}")
     _check_train_arguments(model, batches, loss_fn, optimizer, clip_norm, num_epochs,
                            only_epochs=max_steps is None and time_budget is None)
-    from course_utils.runtime import cap_steps  # a smoke test (COURSE_SMOKE_STEPS) caps the steps
-    max_steps = cap_steps(max_steps)
     from course_utils.runtime import check_device  # a model left on the CPU beside a GPU stops here
     model_device = check_device(model, what="train")
     device = torch.device(device) if device is not None else model_device

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from course_utils.data import check_images
-from course_utils.runtime import cap_steps, check_device
+from course_utils.runtime import check_device
 
 
 # -- the baselines of the same size class ----------------------------------------------------
@@ -85,7 +85,7 @@ def fit(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, recipe,
     ``recipe.max_steps``); returns the ``History``. Taught in: 08_vision_transformer."""
     from course_utils.schedules import cosine_schedule
     from course_utils.training import train
-    steps = cap_steps(recipe.max_steps if max_steps is None else max_steps)
+    steps = recipe.max_steps if max_steps is None else max_steps
     warmup = min(recipe.warmup, steps - 1)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
     scheduler = cosine_schedule(optimizer, warmup, steps)

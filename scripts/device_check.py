@@ -531,6 +531,16 @@ def pytest_configure(config):
 # ---- `make device-check` ---------------------------------------------------------------------
 
 STEPS, EVAL = 2, SMOKE_EVAL_DEFAULT
+#: The notebooks take their steps from a recipe, which COURSE_SMOKE_STEPS caps
+#: (``recipes.recipe``); the assignments and the tuning scripts train for budgets of their own
+#: (the graded checkpoints', the candidates'), which this code, run before them, caps instead.
+STEP_CAP = f"""
+import course_utils.training as _training
+_uncapped_train = _training.train
+def _capped_train(*args, max_steps=None, **kwargs):
+    return _uncapped_train(*args, max_steps={STEPS} if max_steps is None else min(max_steps, {STEPS}), **kwargs)
+_training.train = _capped_train
+"""
 #: scripts that train, and the arguments that keep them small (their output goes to OUT)
 SCRIPT_RUNS = {
     "pretrain_small_bert.py": ["--steps", str(STEPS), "--pairs", "400", "--out-dir", "{out}"],
@@ -562,6 +572,8 @@ def check_notebook(path: Path, env: dict, profile: str = "full") -> tuple[bool, 
 
     nb = nbformat.read(path, as_version=4)
     nb.cells.insert(0, nbformat.v4.new_code_cell(SOFT_ASSERTS))
+    if "assignments" in path.parts:
+        nb.cells.insert(1, nbformat.v4.new_code_cell(STEP_CAP))
     # run in a copy of the notebook's folder: an assignment's source notebook saves its
     # checkpoint beside itself, and nothing in the repository may change
     import shutil
@@ -601,7 +613,7 @@ def check_script(name: str, env: dict, out: Path) -> tuple[bool, str]:
         argv = [str(ROOT / "scripts" / name), *[a.format(out=out) for a in SCRIPT_RUNS[name]]]
         code = f"import runpy, sys; sys.argv = {argv!r}; runpy.run_path(sys.argv[0], run_name='__main__')"
     else:
-        code = (f"from scripts import {name} as m; "
+        code = (f"{STEP_CAP}\nfrom scripts import {name} as m; "
                 f"label, changes, seeds = m.CANDIDATES[0]; print(m.run(label, changes, seeds[0]))")
     cmd = [sys.executable, "-c", f"{SWITCH_ON}\n{code}"]
     result = subprocess.run(cmd, env=env, cwd=out, capture_output=True, text=True, timeout=900)

@@ -268,13 +268,12 @@ def test_replay_widget_follows_text_and_slider():
     assert "[UNK]" in box.view.value and ">ug<" in box.view.value
 
 
-def test_a_smoke_run_learns_fewer_merges_in_small_batches_and_nothing_else_changes(monkeypatch):
+def test_a_smoke_run_learns_fewer_merges_in_a_few_small_batches_and_nothing_else_changes(monkeypatch):
     from course_utils import recipes
     monkeypatch.delenv("COURSE_SMOKE_STEPS", raising=False)
     assert recipes.recipe("bpe", "full") == recipes.BPE_FULL and recipes.recipe("bpe", "fast") == recipes.BPE_FAST
     monkeypatch.setenv("COURSE_SMOKE_STEPS", "2")
     smoke = recipes.recipe("bpe", "full")
     assert smoke.num_merges == smoke.mt_merges == recipes.SMOKE_MERGES < recipes.BPE_FULL.num_merges
-    assert smoke.mt_steps == recipes.BPE_FULL.mt_steps and smoke.mt_hidden_size == recipes.BPE_FULL.mt_hidden_size
-    from course_utils.runtime import SMOKE_BATCH
-    assert smoke.mt_batch_size == SMOKE_BATCH < recipes.BPE_FULL.mt_batch_size
+    assert smoke.mt_steps == 2 and smoke.mt_hidden_size == recipes.BPE_FULL.mt_hidden_size
+    assert smoke.mt_batch_size == recipes.SMOKE_BATCH < recipes.BPE_FULL.mt_batch_size

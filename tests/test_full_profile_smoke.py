@@ -3,8 +3,9 @@ data, but only a few training steps per run (a smoke test; no GPU needed).
 
 How: each notebook is executed with nbclient (a copy in memory; the stored notebook is not
 touched) with ``COURSE_PROFILE=full COURSE_SMOKE_STEPS=2 COURSE_SMOKE_EVAL=128``:
-``training.train`` stops every run after 2 optimiser steps and ``data.load_synthetic`` /
-``data.es_en_splits`` keep the first 128 test pairs (see ``course_utils.runtime``). After 2 steps no model has learned, so the notebooks' quality
+``recipes.recipe`` gives every notebook its recipe with every count of steps capped at 2 (and
+small batches), and ``data.load_synthetic`` / ``data.es_en_splits`` keep the first 128 test
+pairs (see ``course_utils.runtime``). After 2 steps no model has learned, so the notebooks' quality
 asserts ("exact match > 95 %") cannot hold: an IPython AST transformer, installed by a
 cell prepended to the copy, turns ``assert`` statements into soft checks that are
 recorded and reported, not raised. Everything else that raises (a shape error, a missing
@@ -12,9 +13,9 @@ file, a name a full-profile branch forgot to define, ``torch.testing.assert_clos
 fails the test. Results the notebooks save go to a temporary folder.
 
 Notebooks are the course's chapters (``course_utils.files.chapters``), so a new notebook is
-covered as soon as it exists; it honours the cap by training through
-``training.train`` (or ``runtime.cap_steps`` for its own loop) and by taking evaluation
-sets from ``data`` (or cutting them to ``runtime.smoke_eval_size()``).
+covered as soon as it exists; it honours the cap by taking every number of steps from its
+recipe (``recipes.recipe``: a literal step count runs in full) and its evaluation sets from
+``data``.
 
 About 3 minutes on one thread of a loaded 2-core machine, all notebooks; skipped with
 ``COURSE_SKIP_SMOKE=1``, and skipped when the browser test runs (Chromium present): its

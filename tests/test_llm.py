@@ -397,7 +397,7 @@ def test_07b_s_recipe_is_picked_and_capped_like_the_others(monkeypatch):
     monkeypatch.setenv("COURSE_SMOKE_EVAL", "16")
     smoke = recipes.recipe("llm", "full")
     assert (smoke.num_test, smoke.seeds, smoke.shots, smoke.period) == (4, (0,), (0, 1, 2, 4, 8), 40)
-    assert (smoke.induction_batch, smoke.lora_batch, smoke.lora_steps, smoke.lora_seeds) == (8, 8, 20, (0,))
+    assert (smoke.induction_batch, smoke.lora_batch, smoke.lora_steps, smoke.lora_seeds) == (8, 8, 2, (0,))
     assert dict(smoke.lora_lr).keys() == set(LT.LORA_METHODS)
 
 

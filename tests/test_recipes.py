@@ -38,20 +38,49 @@ def test_outside_a_smoke_test_the_profile_gets_its_recipe_itself(name, no_smoke,
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_a_smoke_test_keeps_the_models_and_caps_every_batch(name, monkeypatch):
+def test_a_smoke_test_keeps_the_models_and_caps_every_count_of_steps_and_every_batch(name, monkeypatch):
     monkeypatch.setenv("COURSE_SMOKE_STEPS", "2")
     monkeypatch.delenv("COURSE_SMOKE_EVAL", raising=False)
     full = recipes.RECIPES[name].full
     smoke = recipes.recipe(name, "full")
-    batches = [f.name for f in dataclasses.fields(full) if f.name.endswith(("batch_size", "_batch"))]
+    names = [f.name for f in dataclasses.fields(full)]
+    batches = [f for f in names if f.endswith(("batch_size", "_batch"))]
     assert batches, f"{name} has no batch size"
     for field in batches:
         if getattr(full, field) is not None:
-            assert getattr(smoke, field) == min(getattr(full, field), runtime.SMOKE_BATCH), field
-    kept = {"d_model", "num_layers", "num_heads", "d_ff", "hidden_size", "emb_size", "vocab_size", "max_len",
-            "steps", "max_steps", "lr"}
-    for field in kept & {f.name for f in dataclasses.fields(full)}:
+            assert getattr(smoke, field) == min(getattr(full, field), recipes.SMOKE_BATCH), field
+    for field in (f for f in names if f.endswith("steps")):   # 'bpe': mt_steps; 'vit': max_steps, ...
+        if getattr(full, field) is not None:
+            assert getattr(smoke, field) == min(getattr(full, field), 2), field
+    kept = {"d_model", "num_layers", "num_heads", "d_ff", "hidden_size", "emb_size", "vocab_size", "max_len", "lr"}
+    for field in kept & set(names):
         assert getattr(smoke, field) == getattr(full, field), f"{name}.{field} changed in a smoke test"
+
+
+@pytest.mark.parametrize("name", ["transformer", "transformer_comparison", "vit", "gpt"])
+def test_a_smoke_recipe_trains_through_its_fit_for_its_capped_steps(name, monkeypatch):
+    """The fits take their steps from the recipe they are given: a smoke test's recipe runs
+    its 2 steps (the warm-up schedules fit in them), the fit itself knows no smoke test."""
+    import torch
+    monkeypatch.setenv("COURSE_SMOKE_STEPS", "2")
+    smoke = recipes.recipe(name, "fast")
+    torch.manual_seed(0)
+    if name.startswith("transformer"):
+        from course_utils import data, transformer
+        from course_utils.translation_training import fit_transformer
+        train = data.TranslationData.build(data.synthetic_pairs(40, seed=0))
+        model = transformer.Transformer(smoke.model_config(len(train.src_vocab), len(train.tgt_vocab)))
+        history = fit_transformer(model, train, smoke, progress=False)
+    elif name == "vit":
+        from course_utils import vit, vit_training
+        images, labels = torch.rand(16, 1, 8, 8), torch.randint(0, 10, (16,))
+        model = vit.ViT(smoke.model_config(image_size=8))
+        history = vit_training.fit(model, images, labels, smoke)
+    elif name == "gpt":
+        from course_utils import gpt, gpt_training
+        model = gpt.GPT(smoke.model_config(50))
+        history = gpt_training.fit(model, torch.randint(0, 50, (4 * smoke.max_len,)), smoke)
+    assert history.num_steps == 2
 
 
 def test_the_smoke_caps_of_05_06_07(monkeypatch):

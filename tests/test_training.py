@@ -244,14 +244,16 @@ def test_failed_save_leaves_old_checkpoint_intact(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["m.pt"]
 
 
-def test_smoke_test_caps_steps_and_epochs(one_batch, monkeypatch, device):
+def test_train_runs_the_steps_it_is_given_in_a_smoke_test_too(one_batch, monkeypatch, device):
+    """A smoke test caps the steps in the recipe (recipes.recipe), not in train: a run asked
+    for 5 steps or 2 epochs of 4 batches takes them whatever COURSE_SMOKE_STEPS says."""
     data, batch = one_batch
     model = TinyDecoderLM(TinyConfig(max(len(data.src_vocab), len(data.tgt_vocab)))).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     monkeypatch.setenv("COURSE_SMOKE_STEPS", "3")
-    assert train(model, [batch] * 4, lm_loss, opt, max_steps=300, progress=False).num_steps == 3
-    history = train(model, [batch] * 4, lm_loss, opt, num_epochs=12, progress=False)
-    assert history.num_steps == 3 and history.stopped_by == "steps"
+    assert train(model, [batch] * 4, lm_loss, opt, max_steps=5, progress=False).num_steps == 5
+    history = train(model, [batch] * 4, lm_loss, opt, num_epochs=2, progress=False)
+    assert history.num_steps == 8 and history.stopped_by == "epochs"
 
 
 def test_train_refuses_a_model_left_on_the_cpu_beside_a_gpu(one_batch, monkeypatch):
