@@ -678,16 +678,22 @@ def test_the_quick_pass_falls_back_on_each_attack_that_once_beat_it(quick_pass_r
 
 # ---- 4. grader-3's cold attack (issue 63): torch's attention reached by another name -----------
 
+def _with_refusals(work, source):
+    """``work`` with ``in/`` holding the assignment's refused torch functions and operators, as
+    ``grader.run.grade`` writes them (``source``: the assignment's source notebook)."""
+    import json
+    from grader import student_side
+    (work / "in").mkdir(parents=True, exist_ok=True)
+    (work / "in" / inside.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(source)))
+    return work
+
+
 def _probed_refusing(name, question, namespace, tmp_path):
     """``_probed`` with the assignment's refused torch functions and operators in the inputs,
     as ``grader.run.grade`` writes them."""
-    import json
-    from grader import student_side
     q = _checks(name)[question]
-    work = Path(tempfile.mkdtemp(prefix=f"{name}-{question}-", dir=tmp_path))
-    (work / "in").mkdir()
+    work = _with_refusals(Path(tempfile.mkdtemp(prefix=f"{name}-{question}-", dir=tmp_path)), T._source(name))
     (work / "in" / f"{question}.json").write_text(grader_verdicts.inputs(q.cases()))
-    (work / "in" / inside.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source(name))))
     exec(compile(inside.probe_source(question, str(work), inside.code_folder(work)),
                  f"probe {question}", "exec"), namespace)
     out = work / "out" / f"{question}.json"
@@ -802,11 +808,7 @@ def test_torchs_fused_attention_is_refused_in_every_thread_and_every_cell(tmp_pa
     there). Fix: ``inside.refuse_everywhere``, from the watch cell on, in torch's dispatcher.
     The honest answer, and a6's handed-out layer (the course's ``fused_attention``, written out in
     the sandbox's package), still run."""
-    import json
-    from grader import student_side
-    work = tmp_path / "work"
-    (work / "in").mkdir(parents=True)
-    (work / "in" / inside.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source("a2_transformer"))))
+    work = _with_refusals(tmp_path / "work", T._source("a2_transformer"))
     code = inside.code_folder(tmp_path / "code")
     lines = _in_a_process_of_its_own(
         f"import sys, pathlib, tempfile\nsys.path.insert(0, {code!r})\nimport grader_sandbox\n"
@@ -829,16 +831,13 @@ def test_a6s_handed_out_layer_runs_with_the_fused_kernel_refused(tmp_path):
     """a6's ``EncoderLayer`` (handed out) reaches attention through the course's ``fused_attention``:
     in the sandbox's package that is written out, so with torch's fused kernel refused everywhere
     the layer runs, and agrees with the course's own."""
-    import json
     from grader import student_side
     source = T._source("a6_vit")
     source_path = T.SOURCE / "a6_vit" / "a6_vit.ipynb"
     compared = student_side.compared_names(grader_run.questions_judged_outside(source_path),
                                            grader_verdicts.reference_code(source_path))
     package = student_side.student_package("a6_vit", source, compared)
-    work = tmp_path / "work"
-    (work / "in").mkdir(parents=True)
-    (work / "in" / inside.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(source)))
+    work = _with_refusals(tmp_path / "work", source)
     code = inside.code_folder(tmp_path / "code")
     lines = _in_a_process_of_its_own(
         "import sys, torch\n"
@@ -875,11 +874,7 @@ def test_the_refusal_in_the_dispatcher_cannot_be_undone_unseen(tmp_path):
     destroyed, with as many other kernels registered so that a count stays the same, the fused
     kernel ran again in a thread. The first look compares which aten kernels are registered from
     Python, not how many (grader-3), so the probe scores nothing and says what was taken out."""
-    import json
-    from grader import student_side
-    work = tmp_path / "work"
-    (work / "in").mkdir(parents=True)
-    (work / "in" / inside.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source("a2_transformer"))))
+    work = _with_refusals(tmp_path / "work", T._source("a2_transformer"))
     code = inside.code_folder(tmp_path / "code")
     lines = _in_a_process_of_its_own(
         f"import sys, pathlib, tempfile, warnings\nwarnings.simplefilter('ignore')\nsys.path.insert(0, {code!r})\n"
@@ -899,11 +894,7 @@ def test_no_program_starts_after_the_first_answer_where_torch_operations_are_ref
     a call (grader-3). From the watch cell on, no thread of the kernel may execute a program
     (``inside.refuse_exec``, a seccomp filter for every thread); a forked child keeps the
     refusals; a figure (matplotlib's font cache built anew) and tqdm still work."""
-    import json
-    from grader import student_side
-    work = tmp_path / "work"
-    (work / "in").mkdir(parents=True)
-    (work / "in" / inside.FORBIDDEN_FILE).write_text(json.dumps(student_side.forbidden(T._source("a2_transformer"))))
+    work = _with_refusals(tmp_path / "work", T._source("a2_transformer"))
     code = inside.code_folder(tmp_path / "code")
     lines = _in_a_process_of_its_own(
         f"import io, os, sys, subprocess, tempfile, threading\nos.environ['MPLCONFIGDIR'] = tempfile.mkdtemp()\n"
