@@ -69,8 +69,8 @@ class Seq2SeqTraining:
 
 
 SEQ2SEQ_FAST = Seq2SeqTraining()
-# full: d=256 where 10-19 words still differ (validation split: 75 %); section 8's variants of
-# d=64, beside the sweep's d=64 model (two more of d=256 would pass 20 min on a CPU)
+# full: d=256, and the sweep's d=64 compared with it on the validation split (section 7);
+# section 8's variants of d=64, beside the sweep's model (two more of d=256 would pass 20 min on a CPU)
 SEQ2SEQ_FULL = Seq2SeqTraining(hidden_size=256, steps=3000, sweep=(64,), variant_size=64)
 
 
