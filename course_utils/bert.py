@@ -364,10 +364,19 @@ class EncoderWithHead(nn.Module):
 
 class SequenceClassifier(EncoderWithHead):
     """Classify a whole input from its [CLS] vector: input_ids, token_type_ids,
-    attention_mask (batch, n) -> logits (batch, num_labels). Taught in: 05b_bert_finetuning."""
+    attention_mask (batch, n) -> logits (batch, num_labels). Given a ``pooler`` (a module
+    from d to d, such as a copy of ``BertForPreTraining.pooler``, trained by NSP), the head
+    reads ``pooler([CLS])`` instead, as BERT's released code classifies. Taught in:
+    05b_bert_finetuning."""
+
+    def __init__(self, encoder: nn.Module, num_labels: int, dropout: float = 0.1,
+                 pooler: nn.Module | None = None):
+        super().__init__(encoder, num_labels, dropout)
+        self.pooler = pooler
 
     def features(self, out):
-        return out.last[:, 0]
+        cls = out.last[:, 0]
+        return cls if self.pooler is None else self.pooler(cls)
 
 
 class TokenClassifier(EncoderWithHead):

@@ -319,6 +319,27 @@ def test_classifier_heads_shapes_and_bad_shapes():
         B.BertConfig(vocab_size=10, d_model=30, num_heads=4)
 
 
+def test_a_pair_head_on_the_pretrained_pooler_is_the_nsp_head_when_given_its_weights():
+    # SequenceClassifier(pooler=...) reads pooler([CLS]) as BertForPreTraining's NSP head does:
+    # with the NSP layer's weights as its new head, it gives the NSP logits exactly; without a
+    # pooler it reads the raw [CLS] vector, and the logits differ
+    torch.manual_seed(0)
+    pretrained = _small_model().eval()
+    ids = torch.tensor([[2, 7, 8, 3, 9, 11, 3, 0], [2, 5, 3, 6, 6, 3, 0, 0]])
+    types = torch.tensor([[0, 0, 0, 0, 1, 1, 1, 0], [0, 0, 0, 1, 1, 1, 0, 0]])
+    mask = (ids != 0).long()
+    pooled = B.SequenceClassifier(pretrained.bert, 2, pooler=pretrained.pooler).eval()
+    raw = B.SequenceClassifier(pretrained.bert, 2).eval()
+    with torch.no_grad():
+        for head in (pooled.head, raw.head):
+            head.load_state_dict(pretrained.nsp.state_dict())
+        _, nsp_logits = pretrained(ids, types, mask)
+        assert torch.allclose(pooled(ids, types, mask), nsp_logits, atol=1e-6)
+        assert not torch.allclose(raw(ids, types, mask), nsp_logits, atol=1e-3)
+    # the pooler is trained with the head: its weights are the classifier's parameters
+    assert any(p is pretrained.pooler[0].weight for p in pooled.parameters())
+
+
 # -- tokenizers, batches and tasks -----------------------------------------------------
 
 TEXTS = ["Elizabeth walked to Longbourn with Jane.", "Mr. Darcy said nothing at all.",
