@@ -54,8 +54,9 @@ def use_check_env() -> None:
 
 __version__ = "0.1.0"
 
-#: every module of the package (read from its folder: a list kept by hand went stale)
-_SUBMODULES = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and not m.ispkg}
+#: every module of the package (read from its folder: a list kept by hand went stale), the
+#: subpackage ``data`` included (``vendor`` holds no Python: not a package)
+_SUBMODULES = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
 __all__ = sorted(_SUBMODULES) + ["setup"]
 
 

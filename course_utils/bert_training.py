@@ -277,7 +277,7 @@ def load_pretrained(path=None):
     checksum-verified ``data/small_bert.pt`` (made by scripts/pretrain_small_bert.py).
     Taught in: 05_bert."""
     from tokenizers import Tokenizer
-    from course_utils.data import verified_path
+    from course_utils.data.corpora import verified_path
     path = verified_path(SHIPPED_CHECKPOINT) if path is None else path
     model, extra = load_model(path, lambda config: BertForPreTraining(BertConfig(**config)))
     return model, _wrap_tokenizer(Tokenizer.from_str(extra["tokenizer"])), extra["info"]

@@ -535,7 +535,7 @@ def wordpiece_tokenize(word: str, vocab, prefix: str = "##", unk_token: str = UN
 # --------------------------------------------------------------------------------------
 
 def ids_as_words(ids: Sequence[int]) -> str:
-    """Token ids as plain words ('t17 t4') that ``course_utils.data.tokenize`` keeps intact,
+    """Token ids as plain words ('t17 t4') that ``course_utils.data.vocab.tokenize`` keeps intact,
     so BPE-encoded text can go through ``TranslationData``. Taught in: 06_bpe."""
     return " ".join(f"t{int(i)}" for i in ids)
 

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from course_utils.attention import AdditiveAttention
-from course_utils.data import check_images
+from course_utils.data.images import check_images
 
 
 DIGIT_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]

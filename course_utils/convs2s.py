@@ -28,7 +28,7 @@ from torch import nn
 
 from course_utils.attention import masked_softmax, padding_mask
 from course_utils.checks import check_ids
-from course_utils.data import PAD_ID, check_src_batch
+from course_utils.data.vocab import PAD_ID, check_src_batch
 
 
 @dataclass

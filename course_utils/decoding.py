@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from course_utils.checks import check_list, check_positive
-from course_utils.data import EOS_ID, PAD_ID, SOS_ID, check_src_batch
+from course_utils.data.vocab import EOS_ID, PAD_ID, SOS_ID, check_src_batch
 from course_utils.runtime import cap_decode_len, check_device
 
 
@@ -278,7 +278,7 @@ def score_translations(model, data, pairs, method: str = "greedy", batch_size: i
     """Translate (source, reference) ``pairs`` and score them against the references:
     ``{'hypotheses', 'bleu', 'exact_match', 'by_length'}`` (rows of
     ``metrics.scores_by_length``). Taught in: 01_seq2seq_bottleneck (written out there)."""
-    from course_utils.data import tokenize
+    from course_utils.data.vocab import tokenize
     from course_utils.metrics import bleu, exact_match, scores_by_length
     pairs = check_list("pairs", pairs, "(source, reference) pairs")
     hyps = translate(model, data, pairs, method=method, batch_size=batch_size, **kwargs)

@@ -168,7 +168,7 @@ def load_pretrained(path=None, device: str | torch.device = "cpu"):
     after checking its sha256 (data card: data/small_gpt.md); loaded with
     ``weights_only=True``, in eval mode. Taught in: 07_gpt."""
     from course_utils.bpe import BPETokenizer
-    from course_utils.data import verified_path
+    from course_utils.data.corpora import verified_path
     path = verified_path(SHIPPED_CHECKPOINT) if path is None else Path(path)
     model, extra = load_model(path, lambda config: GPT(GPTConfig(**config)))
     tokenizer = BPETokenizer([tuple(m) for m in extra["merges"]], byte_level=True)

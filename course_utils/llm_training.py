@@ -25,7 +25,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from course_utils.data import data_dir, sha256_file, synthetic_kind
+from course_utils.data.corpora import data_dir, sha256_file
+from course_utils.data.synthetic import synthetic_kind
 from course_utils.files import write_atomic
 from course_utils.gpt import next_token
 from course_utils.llm import LlamaConfig, LlamaDecoder, expand_cache
@@ -284,7 +285,7 @@ def kind_task(num_test: int = 24, max_words: int = 12, seed: int = 0) -> FewShot
     """Which kind a sentence of the synthetic task is (``data.synthetic_kind``): number, count or
     date, for sentences of at most ``max_words`` tokens (events are left out: they are long, and
     long prompts cost time), in the task's natural mix."""
-    from course_utils.data import synthetic_pairs
+    from course_utils.data.synthetic import synthetic_pairs
     choices = ("number", "count", "date")
     labelled = [(s, synthetic_kind(s)) for s, _ in synthetic_pairs(1500, seed=seed + 100)
                 if len(s.split()) <= max_words and synthetic_kind(s) in choices]
@@ -323,7 +324,7 @@ def number_digits_task(num_test: int = 24, max_value: int = 999, seed: int = 0) 
     """English number words -> digits ('eight hundred and eighty - seven' -> 887): the
     synthetic task's ``number`` sentences up to ``max_value``; examples from its training
     split, questions from its test and validation splits. Exact match."""
-    from course_utils.data import load_synthetic
+    from course_utils.data.synthetic import load_synthetic
     splits = load_synthetic()
     def numbers(split):
         return sorted({(s, str(words_to_number(s))) for s, _ in split if synthetic_kind(s) == "number"
@@ -337,7 +338,7 @@ def number_translation_task(num_test: int = 48, max_words: int = 3, seed: int = 
     """English number words -> German (the synthetic task's ``number`` sentences of at most
     ``max_words`` tokens; German compounds split as in the task: ``zwei und vierzig``),
     exact match."""
-    from course_utils.data import load_synthetic
+    from course_utils.data.synthetic import load_synthetic
     splits = load_synthetic()
     def short(split):
         return sorted({(s, t) for s, t in split if synthetic_kind(s) == "number" and len(s.split()) <= max_words})

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Sequence
 
-from course_utils.data import DEFAULT_BUCKET_EDGES, bucket_label, bucket_labels
+from course_utils.data.vocab import DEFAULT_BUCKET_EDGES, bucket_label, bucket_labels
 
 
 def _as_strings(sentences, name: str) -> list[str]:

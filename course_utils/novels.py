@@ -1,5 +1,5 @@
 """The shipped novels as tasks for 05_bert and 07_gpt (the text itself comes from
-``course_utils.data.load_english_text``).
+``course_utils.data.corpora.load_english_text``).
 
 - sentences and next-sentence pairs: ``split_sentences``, ``chapter_documents`` (NSP
   "documents": runs of consecutive paragraphs of one chapter), ``nsp_pairs`` (50 % true

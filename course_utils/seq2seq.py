@@ -25,7 +25,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from course_utils.attention import make_attention, padding_mask
 from course_utils.checks import check_config, check_ids
-from course_utils.data import PAD_ID, check_src_batch
+from course_utils.data.vocab import PAD_ID, check_src_batch
 
 
 @dataclass

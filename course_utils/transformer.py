@@ -26,7 +26,7 @@ from torch import nn
 
 from course_utils.attention import MultiHeadAttention, causal_mask, padding_mask
 from course_utils.checks import check_config, check_ids
-from course_utils.data import PAD_ID, check_src_batch
+from course_utils.data.vocab import PAD_ID, check_src_batch
 from course_utils.norms import make_norm
 from course_utils.positional import make_positional
 from course_utils.seq2seq import next_word_loss

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 
 from course_utils.convs2s import ConvS2S
-from course_utils.data import TranslationData, tokenize
+from course_utils.data.vocab import TranslationData, tokenize
 from course_utils.runtime import check_device
 from course_utils.schedules import linear_schedule, warmup_scheduler
 from course_utils.seq2seq import Seq2Seq, seq2seq_loss

@@ -28,7 +28,8 @@ def dataset_html(pairs: Sequence[tuple[str, str]], low: int, high: int, draw: in
     """``per_page`` random pairs (draw number ``draw``) whose source has ``low``..``high``
     words, with their word counts; with a lexicon, the alignment sketch of the first.
     ``src_lengths``: the source lengths of ``pairs``, if already counted."""
-    from course_utils.data import alignment_sketch, tokenize
+    from course_utils.data.vocab import tokenize
+    from course_utils.data.lexicon import alignment_sketch
     if src_lengths is None:
         src_lengths = [len(tokenize(s)) for s, _ in pairs]
     fits = [pair for pair, n in zip(pairs, src_lengths) if low <= n <= high]
@@ -55,7 +56,7 @@ def dataset_browser(corpora: Mapping[str, Sequence[tuple[str, str]]],
     random pairs with their word counts; corpora with a lexicon also get the alignment
     sketch. Returns an ``Explorer`` with ``.corpus``, ``.lengths``, ``.draw``. Taught in: 00_welcome."""
     import ipywidgets as W
-    from course_utils.data import tokenize
+    from course_utils.data.vocab import tokenize
     if not corpora:
         raise ValueError("nothing to draw: dataset_browser needs at least one corpus")
     empty = [name for name, pairs in corpora.items() if not len(pairs)]
@@ -131,7 +132,7 @@ def beam_explorer(model, data, sources: Sequence[str], max_len: int = 60):
     or pruned, and the winner with its score. Returns an ``Explorer`` with ``.picker``,
     ``.beam``, ``.alpha``, ``.step``. Taught in: 01_seq2seq_bottleneck."""
     import ipywidgets as W
-    from course_utils.data import tokenize
+    from course_utils.data.vocab import tokenize
     if not sources:
         raise ValueError("beam_explorer needs at least one source sentence")
     picker = W.Dropdown(options=[(s[:70], i) for i, s in enumerate(sources)], value=0,

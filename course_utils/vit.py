@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from course_utils.checks import check_config, check_positive, check_tensor
-from course_utils.data import check_images
+from course_utils.data.images import check_images
 from course_utils.transformer import EncoderLayer
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_utils.data import check_images
+from course_utils.data.images import check_images
 from course_utils.runtime import check_device
 
 

@@ -41,6 +41,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import sys
@@ -61,6 +62,16 @@ PROBE_KEY = "grader_probe"         # metadata key of a probe cell (its value: th
 #: this file is bound at ``grader.sandbox.IN_SANDBOX_CODE``/grader_sandbox.py, outside it ``code_folder``
 #: copies it (tracebacks through it name it so: the feedback hides that name, ``grader.report``)
 IN_KERNEL_MODULE = "grader_sandbox"
+#: this module as a traceback or a change names it: its file (with its folder and ``.py``), or one
+#: of its names (``grader_sandbox._refusing``, group 1)
+_IN_KERNEL_NAME = re.compile(rf"(?:/[\w./-]*/)?{re.escape(IN_KERNEL_MODULE)}(?:\.py\b|\.(\w+))?")
+
+
+def said_as_the_graders(text: str) -> str:
+    """``text`` with this module's name hidden, as a student reads it (the feedback's tracebacks,
+    ``grader.report``; the changes a verdict names, ``grader.verdicts``): its file becomes "the
+    grader's check", one of its names ``grader_sandbox.x`` "the grader's own x"."""
+    return _IN_KERNEL_NAME.sub(lambda m: f"the grader's own {m[1]}" if m[1] else "the grader's check", text)
 
 
 def code_folder(work: Path) -> str:
@@ -326,11 +337,12 @@ def _private(name: str) -> bool:
 
 
 #: The modules whose objects a probe's own checks use after a student's call returns (the
-#: in-place comparison, the gradients, the no-grad modes, modules' hooks, ``Batch``): compared
-#: again right after every call, so that a change that undoes itself when it is first used
-#: (found by the red team: ``del torch.Tensor.all`` inside a patched ``all``) is seen.
+#: in-place comparison, the gradients, the no-grad modes, modules' hooks, ``Batch``, which
+#: ``course_utils.data`` re-exports from ``course_utils.data.vocab``, where its methods find their
+#: globals): compared again right after every call, so that a change that undoes itself when it is
+#: first used (found by the red team: ``del torch.Tensor.all`` inside a patched ``all``) is seen.
 QUICK = ("torch", "torch._tensor", "torch.autograd", "torch.autograd.grad_mode", "torch.utils._contextlib",
-         "torch.nn.modules.module", "torch.nn.parameter", "course_utils.data")
+         "torch.nn.modules.module", "torch.nn.parameter", "course_utils.data", "course_utils.data.vocab")
 
 
 class TorchChanged(Exception):

@@ -5,7 +5,6 @@ no hidden test in it, after a table of the points and why any were lost).
 from __future__ import annotations
 
 import csv
-import re
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING
 from course_utils.files import write_atomic
 from grader.cells import HIDDEN_TESTS, SOURCE, is_test_cell, parse_python, points
 from grader.checkpoints import NEAR_REFERENCE_OUTPUTS, models_distance
+from grader.inside import said_as_the_graders
 
 if TYPE_CHECKING:  # for the reader: a Result is what grader.run.grade returns
     from grader.run import Result
@@ -138,10 +138,6 @@ def spreadsheet_safe(text: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
-#: where a traceback shows the grader's in-kernel module (its file in the sandbox)
-_GRADER_FRAMES = re.compile(r"(?:/[\w./-]*/)?grader_sandbox(?:\.py)?")
-
-
 def write_feedback(student: str, result: "Result", feedback_dir: Path) -> None:
     """``feedback_dir/<student>.ipynb``: the executed notebook (hidden tests and probes
     removed) after a table of the points and why any were lost."""
@@ -151,9 +147,9 @@ def write_feedback(student: str, result: "Result", feedback_dir: Path) -> None:
             cell.source = HIDDEN_TESTS.sub("", cell.source)
         for output in cell.get("outputs", []):   # a traceback through the grader's own check (a refused
             if output.get("output_type") == "error":   # operation) names it as the grader's check, not its code
-                output["traceback"] = [_GRADER_FRAMES.sub("the grader's check", line) for line in output["traceback"]]
+                output["traceback"] = [said_as_the_graders(line) for line in output["traceback"]]
             elif output.get("output_type") == "stream":   # (a thread's traceback is printed to stderr)
-                output["text"] = _GRADER_FRAMES.sub("the grader's check", output.get("text", ""))
+                output["text"] = said_as_the_graders(output.get("text", ""))
     summary = [f"# Feedback: {student}, {result.assignment}", "",
                f"**{result.total:g} / {result.max_total:g} points**"
                + (f" (flags: {'; '.join(result.flags)})" if result.flags else ""), "",

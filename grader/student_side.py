@@ -140,6 +140,16 @@ def compared_names(questions: dict, extra=()) -> set[str]:
     return found
 
 
+def _modules(folder: Path) -> dict[str, Path]:
+    """The files of the package in ``folder`` by their module names inside it (``attention``,
+    ``__init__``; in a subpackage ``data.vocab``, and ``data`` for its ``__init__``)."""
+    found = {}
+    for path in sorted(folder.rglob("*.py")):
+        parts = path.relative_to(folder).with_suffix("").parts
+        found[".".join(parts[:-1] if len(parts) > 1 and parts[-1] == "__init__" else parts)] = path
+    return found
+
+
 def reference_names(source, compared: set[str] = frozenset()) -> set[str]:
     """The names (``module.name``) in ``course_utils`` that answer the assignment's questions:
     a top-level definition named as a solution defines a name, or ``compared`` (the
@@ -147,7 +157,7 @@ def reference_names(source, compared: set[str] = frozenset()) -> set[str]:
     it out."""
     wanted, handed = _solution_names(source), _handed_out(source)
     found = set(compared)
-    trees = {path.stem: parse_python(path.read_text()) for path in sorted((ROOT / PACKAGE).glob("*.py"))}
+    trees = {stem: parse_python(path.read_text()) for stem, path in _modules(ROOT / PACKAGE).items()}
     for stem, tree in trees.items():
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in wanted:
@@ -250,13 +260,13 @@ def student_package(name: str, source, compared: set[str] = frozenset()) -> Path
             strip = reference_names(source, compared)
             refused = forbidden(source)["functions"]
             shutil.copytree(ROOT / PACKAGE, out, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-            for path in sorted(out.glob("*.py")):
-                module = f"{PACKAGE}.{path.stem}"
+            for stem, path in _modules(out).items():
+                module = f"{PACKAGE}.{stem}"
                 names = {n.rsplit(".", 1)[1] for n in strip if n.rsplit(".", 1)[0] == module}
                 if names:
                     path.write_text(strip_module(path.read_text(), module, names, name))
-                own = {fn: code for (stem, fn), code in WRITTEN_OUT.items()
-                       if stem == path.stem and fn not in names and "scaled_dot_product_attention" in refused}
+                own = {fn: code for (written, fn), code in WRITTEN_OUT.items()
+                       if written == stem and fn not in names and "scaled_dot_product_attention" in refused}
                 if own:
                     path.write_text(written_out(path.read_text(), own))
             compileall.compile_dir(str(out), quiet=1)

@@ -163,9 +163,6 @@ def tampered(results_json: str) -> bool:
         return False
 
 
-_GRADER_NAME = re.compile(r"grader_sandbox(?:\.(\w+))?")   # a change to the grader's in-kernel module, said without its name
-
-
 def judge(question, results_json: str | None, cases: list[dict] | None = None,
           expected: list | None = None) -> tuple[bool, str]:
     """(full marks?, why not) for what the sandbox sent back (None: nothing came back) to
@@ -178,7 +175,7 @@ def judge(question, results_json: str | None, cases: list[dict] | None = None,
         changes = _changes(results)
         if changes is not None:
             return False, ("torch or the course package was changed at run time (" + "; ".join(
-                _GRADER_NAME.sub(lambda m: f"the grader's own {m[1]}" if m[1] else "the grader's check", str(x))[:150] for x in changes[:5]) + "): a question is judged "
+                inside.said_as_the_graders(str(x))[:150] for x in changes[:5]) + "): a question is judged "
                 "only while they are as the grader found them")
         if not isinstance(results, list) or len(results) != len(cases):
             return False, "the answers that came back do not match the questions asked"

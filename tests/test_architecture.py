@@ -27,7 +27,20 @@ def _layers() -> dict[str, int]:
 
 
 def _modules() -> list[str]:
-    return sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+    """The package's modules: its files and its subpackages (``data``), each one entry."""
+    return sorted([p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"]
+                  + [p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()])
+
+
+def _files(module: str) -> list[Path]:
+    """The file of a module, or every file of a subpackage."""
+    folder = PACKAGE / module
+    return sorted(folder.glob("*.py")) if folder.is_dir() else [PACKAGE / f"{module}.py"]
+
+
+def _text(module: str) -> str:
+    """The source of a module (of a subpackage: all its files)."""
+    return "\n".join(path.read_text() for path in _files(module))
 
 
 def _imports_of(path: Path, source: str | None = None) -> set[str]:
@@ -53,7 +66,8 @@ def _imports_of(path: Path, source: str | None = None) -> set[str]:
 def _imports(module: str, source: str | None = None) -> set[str]:
     """The course modules ``module`` imports (its file, or ``source``), in any way a reading of
     its code can see."""
-    names = _imports_of(PACKAGE / f"{module}.py", source)
+    names = (_imports_of(PACKAGE / f"{module}.py", source) if source is not None
+             else set().union(*(_imports_of(path) for path in _files(module))))
     found = {name.split(".")[1] for name in names if name.startswith("course_utils.")}
     return {name for name in found if name in _modules() and name != module}
 
@@ -148,11 +162,11 @@ def test_the_package_finds_a_models_device_one_way():
     learning-rate schedules live in ``schedules`` alone. (The views, ``translation_widgets``
     and ``pretraining_widgets``, draw a layer wherever it is: 04 shows a CPU layer's masks beside a GPU.)"""
     pattern = re.compile(r"next\(\s*\w+\.parameters\(\)\s*\)\.device")
-    found = [f"{p.name}:{n}" for p in sorted(PACKAGE.glob("*.py")) if p.name not in ("runtime.py", "translation_widgets.py", "pretraining_widgets.py")
+    found = [f"{p.name}:{n}" for p in sorted(PACKAGE.rglob("*.py")) if p.name not in ("runtime.py", "translation_widgets.py", "pretraining_widgets.py")
              for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not found, f"a model's device found by hand (use runtime.check_device): {found}"
     scheduled = re.compile(r"lr_scheduler\.LambdaLR\(")
-    elsewhere = [p.name for p in sorted(PACKAGE.glob("*.py")) if p.name != "schedules.py" and scheduled.search(p.read_text())]
+    elsewhere = [p.name for p in sorted(PACKAGE.rglob("*.py")) if p.name != "schedules.py" and scheduled.search(p.read_text())]
     assert not elsewhere, f"a learning-rate schedule built outside course_utils/schedules.py: {elsewhere}"
 
 
@@ -191,6 +205,60 @@ def test_the_book_documents_every_module():
     page = (ROOT / "book" / "api.md").read_text()
     documented = re.findall(r"^\.\. automodule:: course_utils\.(\w+)$", page, re.M)
     assert sorted(documented) == _modules(), f"missing: {sorted(set(_modules()) - set(documented))}"
+
+
+# ---- the package data: modules of its own behind one name -------------------------------
+
+def _data_order() -> list[str]:
+    """The modules of ``course_utils.data`` in the order its ``__init__`` docstring lists them
+    (``- ``course_utils.data.vocab``: ...``): each may import only those listed above it."""
+    text = ast.get_docstring(ast.parse((PACKAGE / "data" / "__init__.py").read_text()))
+    return re.findall(r"^- ``course_utils\.data\.(\w+)``", text, re.M)
+
+
+def test_the_data_package_lists_every_module_once():
+    listed = _data_order()
+    files = sorted(p.stem for p in (PACKAGE / "data").glob("*.py") if p.stem != "__init__")
+    assert sorted(listed) == files and len(set(listed)) == len(listed), (listed, files)
+
+
+def test_the_data_modules_import_down_their_list():
+    order = _data_order()
+    wrong = [f"data.{module} imports data.{name.split('.')[2]}" for rank, module in enumerate(order)
+             for name in _imports_of(PACKAGE / "data" / f"{module}.py")
+             if name.startswith("course_utils.data.") and name.split(".")[2] in order
+             and order.index(name.split(".")[2]) >= rank]
+    assert not wrong, f"imports across or up the list in course_utils/data/__init__.py: {wrong}"
+
+
+def _facade_imports(path: Path, source: str | None = None) -> list[str]:
+    """The imports in a file that take a name from ``course_utils.data`` itself (its
+    ``__init__``, which only re-exports) rather than from the module that defines it."""
+    modules = set(_data_order())
+    found = []
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "course_utils.data":
+            found += [f"from course_utils.data import {a.name}" for a in node.names if a.name not in modules]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "course_utils":
+            found += [f"from course_utils import {a.name}" for a in node.names if a.name == "data"]
+        elif isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names if a.name == "course_utils.data"]
+        elif isinstance(node, ast.Constant) and node.value == "course_utils.data":
+            found.append(repr(node.value))
+    return found
+
+
+def test_the_package_imports_data_from_the_module_that_holds_it():
+    """The notebooks, the assignments and the tools read ``data.<name>``; the package's own
+    modules import each name from the module of ``course_utils.data`` that defines it (vit
+    imports ``data.images``, not the vocabularies and the corpora), so an import says what a
+    module uses."""
+    wrong = [f"{p.relative_to(PACKAGE)}: {line}" for p in sorted(PACKAGE.rglob("*.py"))
+             if p.parent.name != "data" for line in _facade_imports(p)]
+    assert not wrong, wrong
+    probe = "from course_utils.data import PAD_ID\nfrom course_utils.data.vocab import EOS_ID\nfrom course_utils import data\n"
+    assert _facade_imports(PACKAGE / "vit.py", probe) == ["from course_utils.data import PAD_ID",
+                                                          "from course_utils import data"]
 
 
 # ---- the tools: the grader and the benchmark, packages in layers of their own ----------
@@ -269,8 +337,8 @@ def test_the_repositorys_packages_are_the_ones_imported():
 #: modules that still take a smoke test's cap from runtime rather than from a recipe, with why
 #: (each one is debt: issue 68 wants the recipe to carry every cap)
 KNOWN_SMOKE_READERS = {
-    "data": "load_synthetic and es_en_splits cut the test split (runtime.smoke_eval_size): the "
-            "notebooks take their splits from data, not from a recipe",
+    "data": "load_synthetic and es_en_splits cut the test split (data.splits.smoke_capped reads "
+            "runtime.smoke_eval_size): the notebooks take their splits from data, not from a recipe",
     "decoding": "the decoders write at most runtime.SMOKE_DECODE_LEN tokens (cap_decode_len): the "
                 "notebooks decode with the decoders' default length, not a recipe's",
 }
@@ -281,7 +349,7 @@ def test_a_smoke_test_is_a_change_to_the_recipe():
     caps into the recipe it returns: training, the fits and every other module use the numbers
     they are given, and name neither the variables nor runtime's readers of them."""
     smoke = re.compile(r"COURSE_SMOKE|\bsmoke_steps\b|\bsmoke_eval_size\b|\bcap_decode_len\b|\bSMOKE_DECODE_LEN\b")
-    readers = {m for m in _modules() if smoke.search((PACKAGE / f"{m}.py").read_text())} - {"runtime"}
+    readers = {m for m in _modules() if smoke.search(_text(m))} - {"runtime"}
     assert readers == {"recipes", *KNOWN_SMOKE_READERS}, (
         f"course_utils modules that read the smoke test: {sorted(readers)}; only recipes.recipe "
         "may (it writes the caps into the recipe the notebook gets)")

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from course_utils import data
+from course_utils.data import synthetic
 from course_utils.data import (EOS_ID, PAD_ID, SOS_ID, UNK_ID, SPECIALS, TranslationData,
                                Vocab, bucket_label, bucket_labels, normalize, pad_sequences,
                                split_german_number, tokenize)
@@ -134,7 +135,7 @@ def test_german_number_words_split_into_parts():
 
 def test_synthetic_known_translations():
     import random
-    from course_utils.data import _date_phrases, _words
+    from course_utils.data.synthetic import _date_phrases, _words
     import datetime
     assert _words(21, "en") == "twenty - one"
     assert _words(21, "de") == "ein und zwanzig"  # reordering inside a number
@@ -154,7 +155,7 @@ def test_synthetic_known_translations():
 
 
 def test_synthetic_singular_agreement():
-    from course_utils.data import NOUNS, _count_phrase
+    from course_utils.data.synthetic import NOUNS, _count_phrase
     cat, book = NOUNS[2], NOUNS[1]
     assert _count_phrase(1, cat) == ("one cat", "eine katze")
     assert _count_phrase(1, book) == ("one book", "ein buch")
@@ -192,16 +193,16 @@ def test_synthetic_lengths_reordering_and_one_to_many():
 
 def test_load_synthetic_cache_matches_fresh_generation(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path / "data"))
-    data._cached_synthetic.cache_clear()
+    synthetic._cached_synthetic.cache_clear()
     try:
         cached = data.load_synthetic(50, 10, 10, seed=1)
         assert list((tmp_path / ".cache").glob("synthetic-*.json.gz"))
-        data._cached_synthetic.cache_clear()
+        synthetic._cached_synthetic.cache_clear()
         from_disk = data.load_synthetic(50, 10, 10, seed=1)
         assert cached == from_disk == data.load_synthetic(50, 10, 10, seed=1, cache=False)
         assert isinstance(from_disk.train, list) and isinstance(from_disk.train[0], tuple)
     finally:
-        data._cached_synthetic.cache_clear()
+        synthetic._cached_synthetic.cache_clear()
 
 
 # ---------------------------------------------------------------- shipped data, checksums
@@ -307,3 +308,36 @@ def test_synthetic_kind_names_the_kind_each_sentence_was_drawn_as():
     with pytest.raises(ValueError, match="got an empty string"):
         synthetic_kind("  ")
 
+
+# ---------------------------------------------------------------- the package's layout
+
+def test_the_package_re_exports_every_public_name_of_its_modules():
+    """``course_utils.data`` holds no code of its own: its ``__all__`` is every public name its
+    modules define (the notebooks read them as ``data.<name>``), each the very object of the
+    module that defines it; ``smoke_capped`` is the loaders' plumbing, not for notebooks."""
+    import ast
+    import importlib
+    from pathlib import Path
+    folder = Path(data.__file__).parent
+    defined = {}
+    for path in sorted(folder.glob("*.py")):
+        if path.stem == "__init__":
+            continue
+        for node in ast.parse(path.read_text()).body:
+            targets = ([node.target] if isinstance(node, ast.AnnAssign) else node.targets if isinstance(node, ast.Assign)
+                       else [ast.Name(node.name)] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else [])
+            for name in (n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)):
+                if not name.startswith("_"):
+                    assert name not in defined, f"{name} is defined in both {defined[name]} and {path.stem}"
+                    defined[name] = path.stem
+    assert sorted(data.__all__) == sorted(set(defined) - {"smoke_capped"})
+    for name in data.__all__:
+        assert getattr(data, name) is getattr(importlib.import_module(f"course_utils.data.{defined[name]}"), name)
+
+
+def test_the_shipped_data_is_found_from_the_subpackage(monkeypatch):
+    """``data_dir`` counts its way up from course_utils/data/corpora.py to the repository."""
+    from pathlib import Path
+    monkeypatch.delenv("COURSE_DATA_DIR", raising=False)
+    assert data.data_dir() == Path(__file__).resolve().parent.parent / "data"
+    assert (data.data_dir() / "SHA256SUMS").is_file()

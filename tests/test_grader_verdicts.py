@@ -179,3 +179,19 @@ def test_the_feedback_shows_a_call_as_a_student_writes_it():
     assert _show_call(method) == "MultiHeadAttention(32, 4).forward(float32 tensor (2, 5, 32), mask=None)"
     assert _show_call({"fn": "f", "args": [{"$fields": {"a": 1}}, (4,)]}) == "f(object(a=1), (4,))"
     assert "$" not in _show_call({"fn": "g", "args": [[{"$make": {"fn": "C", "init": []}}] * 3]})
+
+
+def test_the_graders_in_kernel_module_is_said_without_its_name():
+    """One reading of ``inside.IN_KERNEL_MODULE`` hides it from a student, in the feedback's
+    tracebacks (``grader.report``: its file, with its folder) and in the changes a verdict
+    names (``grader.verdicts``: one of its names)."""
+    name = inside.IN_KERNEL_MODULE
+    frame = f'File /tmp/code/{name}.py:412, in _refusing(*args)'
+    assert inside.said_as_the_graders(frame) == "File the grader's check:412, in _refusing(*args)"
+    assert inside.said_as_the_graders(f"{name}._refusing was replaced") == "the grader's own _refusing was replaced"
+    assert inside.said_as_the_graders(f"{name} was removed") == "the grader's check was removed"
+    assert inside.said_as_the_graders("course_utils.data.vocab.Batch.to was replaced") == \
+        "course_utils.data.vocab.Batch.to was replaced"
+    found = json.dumps({inside.TAMPERED: [f"{name}._refusing was replaced"]})
+    fair, why = grader_verdicts.judge(None, found, cases=[])
+    assert not fair and "the grader's own _refusing" in why and name not in why
