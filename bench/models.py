@@ -9,22 +9,19 @@ import time
 
 import torch
 
-MODELS = ("01_seq2seq", "02_attention", "03_convs2s", "04_transformer")
+#: the models of 01-04, by the names the recorded results use -> their recipe (``registry``)
+MODELS = {"01_seq2seq": "seq2seq", "02_attention": "attention", "03_convs2s": "convs2s",
+          "04_transformer": "transformer"}
 
 
 def model_builders(train_data):
-    """name -> (build model, loss fn) with the fast-profile sizes of notebooks 01-04."""
-    from course_utils import recipes, transformer as T
-    from course_utils.convs2s import ConvS2S
-    from course_utils.seq2seq import Seq2Seq, seq2seq_loss
-    V_src, V_tgt = len(train_data.src_vocab), len(train_data.tgt_vocab)
-    return {
-        "01_seq2seq": (lambda: Seq2Seq(recipes.SEQ2SEQ_FAST.model_config(V_src, V_tgt, context="last")), seq2seq_loss),
-        "02_attention": (lambda: Seq2Seq(recipes.ATTENTION_FAST.model_config(V_src, V_tgt)), seq2seq_loss),
-        "03_convs2s": (lambda: ConvS2S(recipes.CONVS2S_FAST.model_config(V_src, V_tgt)), seq2seq_loss),
-        "04_transformer": (lambda: T.Transformer(recipes.TRANSFORMER_FAST.model_config(V_src, V_tgt)),
-                           lambda m, b: T.transformer_loss(m, b)),
-    }
+    """name -> (build model, loss fn) with the fast-profile sizes of notebooks 01-04: each
+    recipe's model and loss as ``course_utils.registry`` has them."""
+    from course_utils.recipes import RECIPES
+    from course_utils.registry import REGISTRY
+    sizes = (len(train_data.src_vocab), len(train_data.tgt_vocab))
+    return {name: ((lambda r=recipe: REGISTRY[r].build(RECIPES[r].fast, *sizes)), REGISTRY[recipe].loss)
+            for name, recipe in MODELS.items()}
 
 
 def train_tokens_per_second(build, loss_fn, batches, steps: int, repeats: int) -> float:
@@ -78,29 +75,35 @@ def bench_models(steps: int = 8, repeats: int = 3) -> dict:
             "padding_random": round(padding(random_batches), 3)}
 
 
+#: the loop's cases -> the recipe whose full profile each runs (the quick run: ConvS2S alone)
+LOOP_CASES = {"02 GRU + attention (full)": "attention", "04 Transformer (full)": "transformer",
+              "03 ConvS2S (full)": "convs2s", "07 GPT (full)": "gpt"}
+
+
 def loop_cases(quick: bool = False):
-    """name -> (build model, loss fn, batches): the full profile's models and batch shapes."""
-    from course_utils import convs2s as C, data, gpt as G, gpt_training as GT, recipes, transformer as T
-    from course_utils.seq2seq import Seq2Seq, seq2seq_loss
+    """name -> (build model, loss fn, batches): the full profile's models (``registry``) and
+    batch shapes; GPT on windows of random ids of a 2,000-token vocabulary."""
+    from course_utils import data, gpt_training as GT
+    from course_utils.recipes import RECIPES
+    from course_utils.registry import REGISTRY
     splits = data.load_synthetic()
     train_data = data.TranslationData.build(splits.train)
-    V_src, V_tgt = len(train_data.src_vocab), len(train_data.tgt_vocab)
-    t_recipe, c_recipe, g_recipe, a_recipe = (recipes.TRANSFORMER_FULL, recipes.CONVS2S_FULL, recipes.GPT_FULL,
-                                              recipes.ATTENTION_FULL)
-    t_batches = train_data.batches(t_recipe.batch_size, shuffle=True, seed=0)
-    c_batches = train_data.batches(c_recipe.batch_size, shuffle=True, seed=0)
     tokens = torch.randint(0, 2000, (200_000,), generator=torch.Generator().manual_seed(0))
-    g_batches = [GT.random_windows(tokens, g_recipe.max_len, g_recipe.batch_size,
-                                  torch.Generator().manual_seed(i)) for i in range(64)]
-    a_batches = train_data.batches(a_recipe.batch_size, shuffle=True, seed=0)
-    cases = {
-        "02 GRU + attention (full)": (lambda: Seq2Seq(a_recipe.model_config(V_src, V_tgt)), seq2seq_loss, a_batches),
-        "04 Transformer (full)": (lambda: T.Transformer(t_recipe.model_config(V_src, V_tgt)),
-                                  lambda m, b: T.transformer_loss(m, b), t_batches),
-        "03 ConvS2S (full)": (lambda: C.ConvS2S(c_recipe.model_config(V_src, V_tgt)), seq2seq_loss, c_batches),
-        "07 GPT (full)": (lambda: G.GPT(g_recipe.model_config(2000)), G.lm_loss, g_batches),
-    }
-    return {"03 ConvS2S (full)": cases["03 ConvS2S (full)"]} if quick else cases
+    cases = {}
+    for name, recipe_name in LOOP_CASES.items():
+        if quick and recipe_name != "convs2s":
+            continue
+        recipe, entry = RECIPES[recipe_name].full, REGISTRY[recipe_name]
+        if recipe_name == "gpt":
+            sizes = (2000,)
+            batches = [GT.random_windows(tokens, recipe.max_len, recipe.batch_size, torch.Generator().manual_seed(i))
+                       for i in range(64)]
+        else:
+            sizes = (len(train_data.src_vocab), len(train_data.tgt_vocab))
+            batches = train_data.batches(recipe.batch_size, shuffle=True, seed=0)
+        cases[name] = ((lambda entry=entry, recipe=recipe, sizes=sizes: entry.build(recipe, *sizes)),
+                       entry.loss, batches)
+    return cases
 
 
 def bench_loop(steps: int = 6, repeats: int = 3, quick: bool = False) -> list[dict]:

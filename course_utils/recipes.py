@@ -27,7 +27,9 @@ that wants a variation makes one with ``dataclasses.replace(recipe, ...)``.
 
 A model's recipe has ``model_config(...)``, which builds the model's own config
 (``Seq2SeqConfig``, ``TransformerConfig``, ...; 06's recipe describes tokenisers and two small
-translation models and has none): the model files hold only models and their configs.
+translation models and has none: ``mt_recipe()`` gives the translators' ``EsEnTraining``): the
+model files hold only models and their configs. Which model class, loss and fit each recipe
+has is ``registry.REGISTRY``.
 
 Taught in: every notebook that trains (the table above).
 """
@@ -112,8 +114,8 @@ class EsEnTraining:
     ``data.es_en_splits``; ``translation_training.fit_seq2seq``): its full profile trains it, and the shipped
     ``data/es_en_attention.pt`` (``training.save_checkpoint``, float16, the vocabularies in
     its ``extra``) is this recipe run once (scripts/train_es_en_attention.py), which the fast
-    profile loads."""
-    max_len: int = 20          # words per verse, both sides
+    profile loads. 06's two translators are this model too (``BPETraining.mt_recipe()``)."""
+    max_len: int | None = 20   # words per verse, both sides (None: every verse)
     min_freq: int = 2          # a word seen once in training is <unk>
     emb_size: int = 128
     hidden_size: int = 128     # per direction
@@ -316,6 +318,13 @@ class BPETraining:
     mt_batch_size: int = 32       # learn to translate (BLEU about 1) but enough to show <unk>
     mt_max_words: int | None = 12  # in the output; None: every training pair
     mt_lr: float = 2e-3
+
+    def mt_recipe(self) -> EsEnTraining:
+        """The two translators' recipe, an ``EsEnTraining`` of the ``mt_`` fields (02's model
+        and ``fit_seq2seq``; the word model's ``min_freq``, the BPE model takes every piece)."""
+        return EsEnTraining(max_len=self.mt_max_words, min_freq=self.mt_min_freq, emb_size=self.mt_emb_size,
+                            hidden_size=self.mt_hidden_size, batch_size=self.mt_batch_size, lr=self.mt_lr,
+                            steps=self.mt_steps)
 
 
 BPE_FAST = BPETraining()

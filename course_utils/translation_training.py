@@ -12,8 +12,8 @@ Nesterov SGD); the models and their losses stay in their own files (``seq2seq``,
 - ``fit_transformer``: 04's Transformer (Adam with betas 0.9 and 0.98, warm-up then inverse
   square root, a cool-down, label smoothing, length-bucketed batches).
 
-Each takes the model (on its device) and a ``data.TranslationData`` and returns the
-``training.History``.
+Each takes the model (on its device), a ``data.TranslationData`` and the recipe, in that order
+(the shape of every fit, ``registry``), and returns the ``training.History``.
 
 Used in: 02_bahdanau_attention, 03_convs2s (its loop written out beside it), 04_transformer,
 06_bpe.
@@ -35,16 +35,17 @@ from course_utils.transformer import Transformer, transformer_loss
 SHIPPED_ES_EN = "es_en_attention.pt"
 
 
-def fit_seq2seq(model: Seq2Seq, data: TranslationData, lr: float, batch_size: int, steps: int,
-                progress: bool = True, desc: str = "seq2seq"):
-    """Train a GRU encoder-decoder (``seq2seq.Seq2Seq``) for ``steps`` steps of ``batch_size`` pairs of
-    ``data``, a new order each pass, with Adam at the constant rate ``lr``; the loss is
-    ``seq2seq.seq2seq_loss`` (teacher forcing). One run for 02's English -> Spanish model
+def fit_seq2seq(model: Seq2Seq, data: TranslationData, recipe, progress: bool = True, desc: str = "seq2seq"):
+    """Train a GRU encoder-decoder (``seq2seq.Seq2Seq``) as ``recipe`` says (any recipe with
+    ``lr``, ``batch_size`` and ``steps``: ``recipes.EsEnTraining``, 06's
+    ``BPETraining.mt_recipe()``, 01's and 02's): ``recipe.steps`` steps of ``recipe.batch_size``
+    pairs of ``data``, a new order each pass, with Adam at the constant rate ``recipe.lr``; the
+    loss is ``seq2seq.seq2seq_loss`` (teacher forcing). One run for 02's English -> Spanish model
     (``recipes.ES_EN_FULL``: its full profile, and the shipped weights) and 06's translators.
     Taught in: 02_bahdanau_attention, 06_bpe."""
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    return train(model, lambda epoch: data.batches(batch_size, shuffle=True, seed=epoch), seq2seq_loss,
-                 optimizer, max_steps=steps, device=check_device(model, what="fit_seq2seq"),
+    optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr)
+    return train(model, lambda epoch: data.batches(recipe.batch_size, shuffle=True, seed=epoch), seq2seq_loss,
+                 optimizer, max_steps=recipe.steps, device=check_device(model, what="fit_seq2seq"),
                  progress=progress, desc=desc)
 
 

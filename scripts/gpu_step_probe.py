@@ -12,14 +12,20 @@ from dataclasses import replace
 
 import torch
 
-from course_utils import convs2s as C, data, gpt as G, gpt_training as GT, recipes, transformer as T, vit as V
-from course_utils import vit_training as VT
-from course_utils.seq2seq import Seq2Seq, seq2seq_loss
+from course_utils import data, gpt_training as GT, vit_training as VT
+from course_utils.recipes import RECIPES
+from course_utils.registry import REGISTRY
 from course_utils.training import train
 
 DEVICE = torch.device(os.environ.get("PROBE_DEVICE", "cuda"))
 STEPS = int(os.environ.get("PROBE_STEPS", "40"))
 WARMUP = 5
+#: (batch sizes, [(name, recipe)]): each group's full recipes' models at each batch size in turn,
+#: model and loss from ``course_utils.registry`` (GPT on random ids of a 2,000-token vocabulary)
+GROUPS = [((64, 256), [("01 fixed d256", "seq2seq"), ("02 additive h128 bi", "attention")]),
+          ((128, 512), [("04 T full", "transformer")]),
+          ((64, 256), [("04 compare full", "transformer_comparison"), ("03 ConvS2S full", "convs2s")]),
+          ((64, 256), [("07 GPT full", "gpt")])]
 
 
 def ms_per_step(run) -> float:
@@ -46,10 +52,10 @@ def seq_run(build, loss_fn, batches):
 
 
 def vit_run(build, images, labels, recipe):
-    """A ``run`` for ``ms_per_step`` through 08's own ``VT.fit`` (AdamW, its schedule)."""
+    """A ``run`` for ``ms_per_step`` through 08's own fit (``REGISTRY["vit"].fit``: AdamW, its schedule)."""
     torch.manual_seed(0)
     model = build().to(DEVICE)
-    return lambda steps, warm: VT.fit(model, images, labels, recipe, max_steps=steps)
+    return lambda steps, warm: REGISTRY["vit"].fit(model, images, labels, recipe, max_steps=steps)
 
 
 def main() -> None:
@@ -58,31 +64,22 @@ def main() -> None:
     src, tgt = len(td.src_vocab), len(td.tgt_vocab)
     pairs = lambda bs: td.batches(bs, shuffle=True, seed=0)   # noqa: E731
     tokens = torch.randint(0, 2000, (200_000,), generator=torch.Generator().manual_seed(0))
-    windows = lambda bs: [GT.random_windows(tokens, recipes.GPT_FULL.max_len, bs, torch.Generator().manual_seed(i))  # noqa: E731
+    windows = lambda bs: [GT.random_windows(tokens, RECIPES["gpt"].full.max_len, bs, torch.Generator().manual_seed(i))  # noqa: E731
                           for i in range(WARMUP + STEPS)]
     digits = data.load_digit_images()
     cases = []   # (name, batch size, run)
+    for batch_sizes, models in GROUPS:
+        for bs in batch_sizes:
+            for name, recipe in models:
+                vocab, batches = ((2000,), windows) if recipe == "gpt" else ((src, tgt), pairs)
+                cases.append((name, bs, lambda e=REGISTRY[recipe], r=RECIPES[recipe].full, vocab=vocab,
+                              batches=batches, bs=bs: seq_run(lambda: e.build(r, *vocab), e.loss, batches(bs))))
+    vit_full = RECIPES["vit"].full
     for bs in (64, 256):
-        cases += [("01 fixed d256", bs, lambda bs=bs: seq_run(
-                       lambda: Seq2Seq(recipes.SEQ2SEQ_FULL.model_config(src, tgt)), seq2seq_loss, pairs(bs))),
-                  ("02 additive h128 bi", bs, lambda bs=bs: seq_run(
-                       lambda: Seq2Seq(recipes.ATTENTION_FULL.model_config(src, tgt)), seq2seq_loss, pairs(bs)))]
-    for bs in (128, 512):
-        cases.append(("04 T full", bs, lambda bs=bs: seq_run(
-            lambda: T.Transformer(recipes.TRANSFORMER_FULL.model_config(src, tgt)), T.transformer_loss, pairs(bs))))
-    for bs in (64, 256):
-        cases += [("04 compare full", bs, lambda bs=bs: seq_run(
-                       lambda: T.Transformer(recipes.TRANSFORMER_COMPARISON_FULL.model_config(src, tgt)), T.transformer_loss, pairs(bs))),
-                  ("03 ConvS2S full", bs, lambda bs=bs: seq_run(
-                       lambda: C.ConvS2S(recipes.CONVS2S_FULL.model_config(src, tgt)), seq2seq_loss, pairs(bs)))]
-    for bs in (64, 256):
-        cases.append(("07 GPT full", bs, lambda bs=bs: seq_run(
-            lambda: G.GPT(recipes.GPT_FULL.model_config(2000)), G.lm_loss, windows(bs))))
-    for bs in (64, 256):
-        for name, build in (("08 ViT full", lambda: V.ViT(recipes.VIT_FULL.model_config())), ("08 CNN", VT.small_cnn),
+        for name, build in (("08 ViT full", lambda: REGISTRY["vit"].build(vit_full)), ("08 CNN", VT.small_cnn),
                             ("08 MLP", VT.mlp)):
             cases.append((name, bs, lambda build=build, bs=bs: vit_run(
-                build, digits.train.images, digits.train.labels, replace(recipes.VIT_FULL, batch_size=bs))))
+                build, digits.train.images, digits.train.labels, replace(vit_full, batch_size=bs))))
     rows = {}
     for name, bs, make_run in cases:
         ms = ms_per_step(make_run())

@@ -48,7 +48,7 @@ def main() -> None:
     torch.manual_seed(0)
     model = Seq2Seq(recipe.model_config(es_train)).to(device)
     started = time.perf_counter()
-    history = fit_seq2seq(model, es_train, recipe.lr, recipe.batch_size, recipe.steps, progress=False)
+    history = fit_seq2seq(model, es_train, recipe, progress=False)
     minutes = (time.perf_counter() - started) / 60
     model.eval()
     beam = score_translations(model, es_train, es.test, method="beam", beam_size=4, alpha=1.0)

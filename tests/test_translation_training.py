@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from course_utils.data import tokenize
-from course_utils.recipes import ConvS2STraining, TransformerTraining
+from course_utils.recipes import AttentionTraining, ConvS2STraining, TransformerTraining
 from course_utils.seq2seq import seq2seq_loss
 from course_utils.transformer import Transformer, transformer_loss
 from course_utils.translation_training import fit_convs2s, fit_seq2seq, fit_transformer
@@ -27,7 +27,8 @@ def test_fit_seq2seq_takes_its_steps_at_a_constant_rate_and_lowers_the_loss(padd
     data, b = padded_batch
     model, b = _seq2seq(data, attention="additive").to(device), b.to(device)
     before = seq2seq_loss(model.eval(), b).item()
-    history = fit_seq2seq(model.train(), data, lr=1e-2, batch_size=32, steps=12, progress=False)
+    recipe = AttentionTraining(lr=1e-2, batch_size=32, steps=12)
+    history = fit_seq2seq(model.train(), data, recipe, progress=False)
     assert history.num_steps == 12 and history.lrs == [pytest.approx(1e-2)] * 12
     assert seq2seq_loss(model.eval(), b).item() < before
 
