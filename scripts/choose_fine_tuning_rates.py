@@ -19,7 +19,8 @@ on both tasks ("books": which novel, accuracy; "names": name tagging, F1), each 
 asked for, and picks per family the rate with the best mean validation score over tasks and
 seeds. The record goes to ``results/fine_tuning_rates.json`` (one entry per profile, with the
 torch version, the device, threads and date of its runs); ``tests/test_fine_tuning_rates.py``
-checks that the recipe's rates are the recorded choices. With ``--keep``, the runs already
+checks that the record knows the recipe's rates as they are, and chose the best means (the recipe
+does not take the choices yet: 05b's appendix says why). With ``--keep``, the runs already
 recorded for the profile (same torch) are reused, not run again: to add rates or seeds.
 
 The validation splits (``validation_splits``), taken from the notebook's training data only:

@@ -1,6 +1,6 @@
-"""scripts/choose_fine_tuning_rates.py: 05b's fine-tuning learning rates are the ones chosen on
-a validation split (results/fine_tuning_rates.json), and that split is taken from the training
-data only. No training here: the record is read, the splits are built."""
+"""scripts/choose_fine_tuning_rates.py: the record of 05b's fine-tuning learning rates tried on a
+validation split (results/fine_tuning_rates.json) knows the recipe's rates, its choices are the
+best means, and the split is taken from the training data only. No training here: the record is read, the splits are built."""
 
 import json
 from collections import Counter
@@ -15,15 +15,18 @@ RECORD = json.loads(choose.RECORD.read_text())
 
 
 @pytest.mark.parametrize("profile", sorted(RECORD))
-def test_the_recipe_rates_are_the_validation_choices(profile):
+def test_the_record_was_measured_beside_the_recipe_as_it_is(profile):
+    # 05b's appendix sets the recipe's rates beside the validation choices: the record must know
+    # the recipe's rates as they are now, and have tried them. (The recipe does not take the
+    # choices yet: at one rate per family, the from-scratch start gains and the pre-trained pair
+    # head loses, so the rates are to be chosen per start and task; 05b's appendix.)
     entry = RECORD[profile]
     recipe = getattr(recipes.RECIPES["bert"], profile)
     for family, field in choose.RECIPE_FIELD.items():
+        assert getattr(recipe, field) == entry["recipe"][family], (
+            f"recipes.BERT_{profile.upper()}.{field} = {getattr(recipe, field):g}, the record has "
+            f"{entry['recipe'][family]:g}: run scripts/choose_fine_tuning_rates.py --profile {profile} again")
         assert getattr(recipe, field) in entry["grid"][family], f"{field} was not among the rates tried"
-        assert getattr(recipe, field) == entry["chosen"][family], (
-            f"recipes.BERT_{profile.upper()}.{field} = {getattr(recipe, field):g}, but validation chose "
-            f"{entry['chosen'][family]:g} (results/fine_tuning_rates.json): run "
-            f"scripts/choose_fine_tuning_rates.py --profile {profile} again, or set the recipe to the choice")
 
 
 @pytest.mark.parametrize("profile", sorted(RECORD))
