@@ -219,13 +219,13 @@ def pretraining_batches(tokenizer, pairs: Sequence[tuple[str, str, int]], batch_
 # -- pre-training and evaluation ---------------------------------------------------------
 
 def pretrain(model: BertForPreTraining, tokenizer, pairs, recipe,
-             steps: int | None = None, seed: int = 0, progress: bool = True):
+             max_steps: int | None = None, seed: int = 0, progress: bool = True):
     """Pre-train with MLM + NSP on ``pairs`` (from ``nsp_pairs``) as ``recipe`` (a
     ``recipes.BertPretraining``) says: AdamW, linear warm-up
-    then linear decay to 0 over ``steps`` (default ``recipe.steps``). Returns the
+    then linear decay to 0 over ``max_steps`` (default ``recipe.steps``). Returns the
     ``training.History`` and the ``PretrainingLog``. Taught in: 05_bert."""
     from course_utils.schedules import warmup_scheduler
-    steps = recipe.steps if steps is None else steps
+    steps = recipe.steps if max_steps is None else max_steps
     batches = pretraining_batches(tokenizer, pairs, recipe.batch_size, recipe.max_len, seed=seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01, foreach=True)
     warmup = min(recipe.warmup, max(steps - 1, 0))

@@ -107,13 +107,13 @@ def ngram_loss(train_tokens: torch.Tensor, windows: torch.Tensor, vocab_size: in
     return float(-logp.mean())
 
 
-def fit(model: GPT, tokens: torch.Tensor, recipe, steps: int | None = None,
+def fit(model: GPT, tokens: torch.Tensor, recipe, max_steps: int | None = None,
         seed: int = 0, valid_fn=None, valid_every: int = 0, progress: bool = False):
     """Train ``model`` (already on its device) on random windows of ``tokens`` as ``recipe``
     (a ``recipes.GPTTraining``) says: AdamW (betas 0.9, 0.95, weight decay), linear warm-up
     and cosine decay; returns the ``History``. Taught in: 07_gpt."""
     from course_utils.schedules import cosine_schedule
-    steps = recipe.steps if steps is None else steps
+    steps = recipe.steps if max_steps is None else max_steps
     device = check_device(model, what="fit")
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95),
                                   weight_decay=recipe.weight_decay)

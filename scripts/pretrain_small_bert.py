@@ -47,7 +47,7 @@ def main() -> None:
     torch.manual_seed(0)
     model = bert.BertForPreTraining(recipe.model_config()).to(device)
     started = time.perf_counter()
-    history, log = bert_training.pretrain(model, tokenizer, pairs, recipe, steps=args.steps, progress=False)
+    history, log = bert_training.pretrain(model, tokenizer, pairs, recipe, max_steps=args.steps, progress=False)
     minutes = (time.perf_counter() - started) / 60
     scores = bert_training.evaluate_pretraining(model, tokenizer, heldout, recipe.max_len)
     info = {"steps": args.steps, "pairs": args.pairs, "minutes": round(minutes, 1),

@@ -59,7 +59,7 @@ def main() -> None:
     long_recipe = replace(recipe, batch_size=args.batch_size, lr=args.lr, warmup=args.steps // 25,
                           dropout=config.dropout)
     started = time.perf_counter()
-    history = gpt_training.fit(model, train_tokens, long_recipe, steps=args.steps, progress=True,
+    history = gpt_training.fit(model, train_tokens, long_recipe, max_steps=args.steps, progress=True,
                                valid_fn=lambda m: {"heldout_loss": gpt_training.heldout_loss(m, heldout)},
                                valid_every=max(args.steps // 10, 1))
     minutes = (time.perf_counter() - started) / 60

@@ -557,7 +557,7 @@ def test_pretrain_runs_the_schedule_and_save_load_round_trips(tmp_path, device):
                      batch_size=8, warmup=3)
     torch.manual_seed(0)
     model = B.BertForPreTraining(recipe.model_config()).to(device)
-    history, log = BT.pretrain(model, tok, novels.nsp_pairs(docs, 64), recipe, steps=12, progress=False)
+    history, log = BT.pretrain(model, tok, novels.nsp_pairs(docs, 64), recipe, max_steps=12, progress=False)
     assert len(history.losses) == len(log.mlm_loss) == 12
     assert history.lrs[2] == pytest.approx(recipe.lr) and history.lrs[-1] < 0.2 * recipe.lr  # warm-up, decay
     path = tmp_path / "bert.pt"

@@ -172,6 +172,8 @@ def test_every_fit_has_one_shape_the_model_what_it_trains_on_the_recipe(name):
     assert names[0] == "model" and names.index("recipe") in (2, 3), names
     required = [n for n, p in params.items() if p.default is inspect.Parameter.empty]
     assert required == names[:names.index("recipe") + 1] and "progress" in names, names
+    # a budget other than the recipe's is asked for by one name everywhere, train()'s own
+    assert not {n for n in names if "step" in n} - {"max_steps"}, names
 
 
 @functools.cache
