@@ -73,11 +73,3 @@ REGISTRY: dict[str, Entry] = {
     "gpt": Entry(GPT, lm_loss, gpt_training.fit),
     "vit": Entry(ViT, vit_training.classification_loss, vit_training.fit),
 }
-
-
-def entry(name: str) -> Entry:
-    """``REGISTRY[name]``, or a ValueError that lists the names."""
-    if name not in REGISTRY:
-        raise ValueError(f"no model is registered for the recipe {name!r}: expected one of "
-                         f"{', '.join(sorted(REGISTRY))}")
-    return REGISTRY[name]
