@@ -227,7 +227,7 @@ def pretrain(model: BertForPreTraining, tokenizer, pairs, recipe,
     from course_utils.schedules import warmup_scheduler
     steps = recipe.steps if max_steps is None else max_steps
     batches = pretraining_batches(tokenizer, pairs, recipe.batch_size, recipe.max_len, seed=seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01, foreach=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay, foreach=True)
     warmup = min(recipe.warmup, max(steps - 1, 0))
     scheduler = warmup_scheduler(optimizer, warmup, decay_after=steps, total_steps=steps,
                                  cooldown=max(steps - warmup, 1))

@@ -36,7 +36,7 @@ Taught in: every notebook that trains (the table above).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable, NamedTuple
 
 from course_utils.bert import BertConfig
@@ -99,10 +99,9 @@ class AttentionTraining:
 
 
 ATTENTION_FAST = AttentionTraining()
-# full: wider models and twice the pairs per step, the same number of steps (a step is
-# host-bound on a GPU, ~46 ms whatever the batch, measured alone). Not notebook 01's full
-# recipe, so the baseline is trained in 02. Whole notebook, measured: 15 min on a 2-core CPU
-# (888 s), 3.9 min on an H200 shared with four other notebooks
+# full: wider models and twice the pairs per step, the same number of steps (on a GPU a step
+# is host-bound: its cost hardly depends on the batch). Not notebook 01's full recipe, so the
+# baseline is trained in 02. Run times: docs/BENCHMARKS.md
 ATTENTION_FULL = AttentionTraining(hidden_size=128, baseline_hidden=256, batch_size=128)
 
 
@@ -187,6 +186,7 @@ class TransformerTraining:
     lr: float = 6e-3            # peak learning rate, reached at the end of the warm-up
     warmup: int = 150           # optimiser steps of linear warm-up
     max_steps: int = 1300
+    decay_after: int | None = None  # the 1/sqrt decay starts after this step (None: after the warm-up)
     label_smoothing: float = 0.0
     max_src_len: int | None = None  # train only on sentences up to this many source words
     cooldown: int = 300         # last steps in which the lr falls linearly to 0 (0: none)
@@ -250,8 +250,11 @@ class BertPretraining:
     dropout: float           # off: less than one pass over the pairs does not overfit
     fine_tune_steps: int     # steps of each fine-tuning run of 05 (same for every model)
     fine_tune_batch: int
-    fine_tune_lr_minilm: float      # for pre-trained MiniLM (the smaller rate)
-    fine_tune_lr_small_bert: float  # for the small BERTs and the random-weights MiniLM
+    # fine-tuning learning rates, start -> rate (05b sections 7 and 8; 07 takes "shipped"): each the
+    # best mean validation score of a grid, on splits held out of the training data
+    # (scripts/choose_fine_tuning_rates.py, whose START table names the starts; record:
+    # results/fine_tuning_rates.json, which tests/test_fine_tuning_rates.py holds these to)
+    fine_tune_lr: dict = field(hash=False)
     task_max_len: int        # tokens per example in the fine-tuning tasks
     book_train_per_class: int  # 'which novel': training passages per novel
     book_test_per_class: int
@@ -264,6 +267,7 @@ class BertPretraining:
     qa_train: int            # 'who ...?': at most this many training questions (section 8)
     qa_test: int             # ...and test questions
     heldout_pairs: int = 2000  # NSP pairs of held-out paragraphs, to score pre-training
+    weight_decay: float = 0.01  # AdamW's, in pre-training and fine-tuning (BERT's paper: 0.01)
     # the tasks on which MiniLM's architecture is also fine-tuned from random weights (the
     # control of 05b_bert_finetuning); fast: names only, a MiniLM run costs about 15-25 s of one core
     minilm_control_tasks: tuple[str, ...] = ("books", "names")
@@ -280,7 +284,10 @@ class BertPretraining:
 BERT_FAST = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_heads=4, d_ff=256,
                             max_len=48, num_pairs=30_000, batch_size=32, steps=800, lr=1e-3,
                             warmup=80, dropout=0.0, fine_tune_steps=60, fine_tune_batch=16,
-                            fine_tune_lr_minilm=1e-4, fine_tune_lr_small_bert=5e-4, task_max_len=48,
+                            fine_tune_lr=dict(minilm=1e-3, random_minilm=1e-3, shipped=2e-3, section4=2e-3,
+                                              scratch=2e-3, shipped_pair=5e-4, shipped_span=2e-3,
+                                              scratch_pair=2e-4, scratch_span=5e-3),
+                            task_max_len=48,
                             book_train_per_class=100, book_test_per_class=50, names_train=800,
                             names_test=400, probe_words=4000, minilm_frozen_layers=4,
                             pair_train=2000, pair_test=600, qa_train=800, qa_test=400,
@@ -289,13 +296,12 @@ BERT_FAST = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_head
 # (data/small_bert.pt, 8,000 steps of 32), pre-trained in the notebook for 800 steps of 128
 # pairs: 4x fast's text, drawn from the 120,000 pairs the shipped run drew (102,400 seen
 # once; the shipped run saw 256,000). Fine-tuning: the same 60 steps, in batches of 32 on
-# 3x the passages and ~4x the name sentences, all six of MiniLM's layers trained. Measured
-# on one thread of a 2-core Xeon (2026-11-26, another job beside it): a pre-training step
-# 190 ms (the cell about 3 min of CPU), a fine-tuning run of MiniLM about 60 s of CPU, of
-# the small BERT 2-3 s; the whole notebook 1,123 s wall at about half a core, 585 s of
-# CPU time. On a GPU the steps count, not their size: 800 + 22 runs x 60 = 2,120 steps,
-# as many as fast.
+# 3x the passages and ~4x the name sentences, all six of MiniLM's layers trained. On a GPU the
+# steps count, not their size: 800 + 22 runs x 60 = 2,120 steps, as many as fast. Learning rates:
+# the full profile's own validation search. Run times: docs/BENCHMARKS.md
 BERT_FULL = replace(BERT_FAST, num_pairs=120_000, batch_size=128, fine_tune_batch=32,
+                    fine_tune_lr=dict(minilm=3e-4, random_minilm=1e-3, shipped=2e-3, section4=2e-3, scratch=2e-3,
+                                      shipped_pair=5e-4, shipped_span=5e-3, scratch_pair=2e-4, scratch_span=5e-3),
                     book_train_per_class=300, book_test_per_class=100, names_train=3000, names_test=3000,
                     probe_words=20000, minilm_frozen_layers=0, pair_train=6000, pair_test=1500,
                     minilm_control_tasks=("books", "names"), fine_tune_bucket=0)
@@ -365,7 +371,7 @@ class GPTTraining:
     fine_tune_seeds: tuple[int, ...] = (0, 1, 2)
     fine_tune_steps: int | None = None  # section 8's fine-tuning budget, for BERT and GPT alike;
     fine_tune_batch: int | None = None  # None: 05's recipe (the fast profile), so that both
-    fine_tune_lr: float | None = None   # notebooks fine-tune the shipped BERT the same way
+    fine_tune_lr: float | None = None   # notebooks fine-tune the shipped BERT the same way (its rate: "shipped")
 
     def model_config(self, vocab_size: int) -> GPTConfig:
         return GPTConfig(vocab_size, self.max_len, self.d_model, self.num_heads, self.num_layers,
@@ -376,16 +382,14 @@ class GPTTraining:
         sets them, else those of 05's recipe ``bert_recipe`` (a ``BertPretraining``)."""
         return (self.fine_tune_steps or bert_recipe.fine_tune_steps,
                 self.fine_tune_batch or bert_recipe.fine_tune_batch,
-                self.fine_tune_lr or bert_recipe.fine_tune_lr_small_bert)
+                self.fine_tune_lr or bert_recipe.fine_tune_lr["shipped"])
 
 
 GPT_FAST = GPTTraining(num_merges=2000, max_len=64, d_model=64, num_heads=4, num_layers=2, d_ff=256,
                        dropout=0.0, batch_size=16, steps=400, lr=3e-3, warmup=30)
 #: The full profile: the shipped GPT's layout (scripts/pretrain_small_gpt.py) with twice its
-#: context, trained in the notebook on about eight times the fast run's tokens. Measured: the
-#: 1,500 steps in 414 s and 07 as a whole in 852 s on a 2-core CPU (two threads; issue 32: every
-#: notebook's full profile within 20 minutes there), and in 41 s on an H200 shared with two other
-#: notebooks (07 as a whole: 154 s).
+#: context, trained in the notebook on about eight times the fast run's tokens (within the
+#: full profile's 20 minutes a notebook on a 2-core CPU; run times: docs/BENCHMARKS.md).
 GPT_FULL = GPTTraining(num_merges=2000, max_len=128, d_model=128, num_heads=4, num_layers=4, d_ff=512,
                        dropout=0.1, batch_size=16, steps=1500, lr=2e-3, warmup=100, eval_windows=500,
                        num_samples=100, fine_tune_aux=True,
@@ -465,26 +469,17 @@ class ViTTraining:
 # the time; 300 steps at lr 3e-3 do as well or better (97-98 %) in 75 % of that, and keep the
 # CNN and the MLP where they were. Shifted copies (augment) need more steps: in 300 steps the ViT
 # has not fit them (08 section 8 trains three times as long in the fast profile, four in the full).
-# Section 8's transfer runs (measured on a 2-core AMD EPYC, 2026-11-27, five seeds, scored on the
-# ~620 images of 5-9 that no model saw): 150 fine-tuning steps score within about a point of 300
-# at half the cost; 1,200 pre-training steps on shifted copies give a gain at 25 images in every
-# seed (2-17 points), 600 steps (shifted or not) or 300 unshifted ones lose it in some seeds.
-# Issue 39 (the notebook under about 2 minutes; the same machine, 2026-12-02, five seeds): 900
-# pre-training steps keep a gain at 25 images in every seed (3-21 points, against 7-19 with 1,200),
-# and section 8's longer shifted runs of 900 steps (three times the 300) win back most of what the
-# shifts cost (valid 91-92 % against 94 % with 1,200 steps, 72 % with 300); each saves about 7 s.
+# Section 8's budgets (five seeds, scored on images of 5-9 no model saw): 150 fine-tuning steps
+# score within about a point of 300 at half the cost; 900 pre-training steps on shifted copies keep
+# a gain at 25 images in every seed (fewer, or unshifted, lose it in some); 900 steps on shifted
+# images win back most of what the shifts cost. The runs: docs/BENCHMARKS.md.
 VIT_FAST = ViTTraining(d_model=48, num_heads=4, num_layers=2, d_ff=96, lr=3e-3, warmup=40, max_steps=300,
                        shifted_steps=900, pretrain_steps=900)
 # The full profile: 3 layers of width 64 for 400 steps (the sizes above), three seeds, the 1x1
 # patch, two data sizes (50 and 300 images), section 8's shifted runs of 1,600 steps, the
-# pre-training (1,200 steps) and the fine-tuning on 25 and 100 images. On one H200 alone
-# (2026-11-26, a plain step about 6 ms: launch-bound, docs/BENCHMARKS.md) the notebook with four
-# data sizes, 1,600 pre-training steps and four fine-tuning sizes reached the end of section 8's
-# shifted runs in 188 s and would have taken about 5 minutes; those cuts (a third of the steps)
-# and a random shift done in one gather (it was a slice per image, which doubled the cost of a
-# step on shifted images) bring the estimate to about 3.5 minutes, still over the 3 a notebook may
-# take there. On a 2-core CPU the notebook took 957 s before the cuts and 687 s after. It adds
-# seeds and sizes, not a better ViT (see the comment above).
+# pre-training (1,200 steps) and the fine-tuning on 25 and 100 images, cut to fit a GPU's few
+# minutes a notebook (run times: docs/BENCHMARKS.md). It adds seeds and sizes, not a better ViT
+# (see the comment above).
 VIT_FULL = ViTTraining(max_steps=400, seeds=(0, 1, 2), data_sizes=(50, 300),
                        patch_sizes=(1, 2, 4, 8), caption_steps=1000, pretrain_steps=1200,
                        fine_tune_sizes=(25, 100), fine_tune_steps=400)

