@@ -300,7 +300,7 @@ BERT_FAST = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_head
 # steps count, not their size: 800 + 22 runs x 60 = 2,120 steps, as many as fast. Learning rates:
 # the full profile's own validation search. Run times: docs/BENCHMARKS.md
 BERT_FULL = replace(BERT_FAST, num_pairs=120_000, batch_size=128, fine_tune_batch=32,
-                    fine_tune_lr=dict(minilm=3e-4, random_minilm=1e-3, shipped=2e-3, section4=2e-3, scratch=2e-3,
+                    fine_tune_lr=dict(minilm=3e-4, random_minilm=2e-4, shipped=2e-3, section4=2e-3, scratch=2e-3,
                                       shipped_pair=5e-4, shipped_span=5e-3, scratch_pair=2e-4, scratch_span=5e-3),
                     book_train_per_class=300, book_test_per_class=100, names_train=3000, names_test=3000,
                     probe_words=20000, minilm_frozen_layers=0, pair_train=6000, pair_test=1500,
