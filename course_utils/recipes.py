@@ -250,10 +250,10 @@ class BertPretraining:
     dropout: float           # off: less than one pass over the pairs does not overfit
     fine_tune_steps: int     # steps of each fine-tuning run of 05 (same for every model)
     fine_tune_batch: int
-    # fine-tuning learning rates, start -> rate (05b sections 7 and 8; 07 takes "shipped"): each the
-    # best mean validation score of a grid, on splits held out of the training data
-    # (scripts/choose_fine_tuning_rates.py, whose START table names the starts; record:
-    # results/fine_tuning_rates.json, which tests/test_fine_tuning_rates.py holds these to)
+    # fine-tuning learning rates, start -> task -> rate (05b sections 7 and 8; 07 takes the shipped
+    # BERT's on books): each the best mean validation score of a grid, on splits held out of the
+    # training data (scripts/choose_fine_tuning_rates.py, whose STARTS table names the starts;
+    # record: results/fine_tuning_rates.json, which tests/test_fine_tuning_rates.py holds these to)
     fine_tune_lr: dict = field(hash=False)
     task_max_len: int        # tokens per example in the fine-tuning tasks
     book_train_per_class: int  # 'which novel': training passages per novel
@@ -284,9 +284,12 @@ class BertPretraining:
 BERT_FAST = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_heads=4, d_ff=256,
                             max_len=48, num_pairs=30_000, batch_size=32, steps=800, lr=1e-3,
                             warmup=80, dropout=0.0, fine_tune_steps=60, fine_tune_batch=16,
-                            fine_tune_lr=dict(minilm=1e-3, random_minilm=1e-3, shipped=2e-3, section4=2e-3,
-                                              scratch=2e-3, shipped_pair=5e-4, shipped_span=2e-3,
-                                              scratch_pair=2e-4, scratch_span=5e-3),
+                            fine_tune_lr=dict(minilm=dict(books=1e-3, names=3e-3), random_minilm=dict(names=1e-3),
+                                              shipped=dict(books=2e-3, names=1e-3),
+                                              section4=dict(books=2e-3, names=2e-3),
+                                              scratch=dict(books=2e-3, names=5e-3),
+                                              shipped_pair=dict(pair=5e-4), shipped_span=dict(span=2e-3),
+                                              scratch_pair=dict(pair=2e-4), scratch_span=dict(span=5e-3)),
                             task_max_len=48,
                             book_train_per_class=100, book_test_per_class=50, names_train=800,
                             names_test=400, probe_words=4000, minilm_frozen_layers=4,
@@ -300,8 +303,11 @@ BERT_FAST = BertPretraining(vocab_size=4000, d_model=128, num_layers=2, num_head
 # steps count, not their size: 800 + 22 runs x 60 = 2,120 steps, as many as fast. Learning rates:
 # the full profile's own validation search. Run times: docs/BENCHMARKS.md
 BERT_FULL = replace(BERT_FAST, num_pairs=120_000, batch_size=128, fine_tune_batch=32,
-                    fine_tune_lr=dict(minilm=3e-4, random_minilm=2e-4, shipped=2e-3, section4=2e-3, scratch=2e-3,
-                                      shipped_pair=5e-4, shipped_span=5e-3, scratch_pair=2e-4, scratch_span=5e-3),
+                    fine_tune_lr=dict(minilm=dict(books=3e-4, names=3e-4), random_minilm=dict(books=2e-4, names=1e-3),
+                                      shipped=dict(books=2e-3, names=1e-3), section4=dict(books=2e-3, names=2e-3),
+                                      scratch=dict(books=2e-3, names=2e-3), shipped_pair=dict(pair=5e-4),
+                                      shipped_span=dict(span=5e-3), scratch_pair=dict(pair=2e-4),
+                                      scratch_span=dict(span=5e-3)),
                     book_train_per_class=300, book_test_per_class=100, names_train=3000, names_test=3000,
                     probe_words=20000, minilm_frozen_layers=0, pair_train=6000, pair_test=1500,
                     minilm_control_tasks=("books", "names"), fine_tune_bucket=0)
@@ -371,7 +377,7 @@ class GPTTraining:
     fine_tune_seeds: tuple[int, ...] = (0, 1, 2)
     fine_tune_steps: int | None = None  # section 8's fine-tuning budget, for BERT and GPT alike;
     fine_tune_batch: int | None = None  # None: 05's recipe (the fast profile), so that both
-    fine_tune_lr: float | None = None   # notebooks fine-tune the shipped BERT the same way (its rate: "shipped")
+    fine_tune_lr: float | None = None   # notebooks fine-tune the shipped BERT the same way (its rate on books)
 
     def model_config(self, vocab_size: int) -> GPTConfig:
         return GPTConfig(vocab_size, self.max_len, self.d_model, self.num_heads, self.num_layers,
@@ -382,7 +388,7 @@ class GPTTraining:
         sets them, else those of 05's recipe ``bert_recipe`` (a ``BertPretraining``)."""
         return (self.fine_tune_steps or bert_recipe.fine_tune_steps,
                 self.fine_tune_batch or bert_recipe.fine_tune_batch,
-                self.fine_tune_lr or bert_recipe.fine_tune_lr["shipped"])
+                self.fine_tune_lr or bert_recipe.fine_tune_lr["shipped"]["books"])
 
 
 GPT_FAST = GPTTraining(num_merges=2000, max_len=64, d_model=64, num_heads=4, num_layers=2, d_ff=256,

@@ -16,7 +16,7 @@ RECORD = json.loads(choose.RECORD.read_text())
 
 @pytest.mark.parametrize("profile", sorted(RECORD))
 def test_the_recipe_takes_the_rates_chosen_on_validation(profile):
-    # 05b and 07 fine-tune at recipe.fine_tune_lr: every start's rate is the record's choice
+    # 05b and 07 fine-tune at recipe.fine_tune_lr: every start's rate on every task is the record's choice
     entry = RECORD[profile]
     recipe = getattr(recipes.RECIPES["bert"], profile)
     assert set(entry["chosen"]) == set(choose.STARTS), (
@@ -27,7 +27,7 @@ def test_the_recipe_takes_the_rates_chosen_on_validation(profile):
 
 
 @pytest.mark.parametrize("profile", sorted(RECORD))
-def test_the_record_chose_the_best_mean_over_tasks_and_seeds(profile):
+def test_the_record_chose_the_best_mean_over_seeds_per_start_and_task(profile):
     entry = RECORD[profile]
     recipe = getattr(recipes.RECIPES["bert"], profile)
     # each start recorded with its grid and its tasks (random_minilm: recipe.minilm_control_tasks)
@@ -40,13 +40,21 @@ def test_the_record_chose_the_best_mean_over_tasks_and_seeds(profile):
         assert sorted(map(float, by_rate)) == sorted(choose.GRID[name])
         assert all(sorted(by_task) == sorted(tasks) and len(by_seed) == len(entry["seeds"])
                    for by_task in by_rate.values() for by_seed in by_task.values())
-        assert float(choose.choose(by_rate)) == entry["chosen"][name]
+        assert sorted(entry["chosen"][name]) == sorted(tasks)
+        for task in tasks:
+            means = {rate: sum(by_task[task].values()) / len(by_task[task]) for rate, by_task in by_rate.items()}
+            best = max(means.values())
+            assert means[f"{entry['chosen'][name][task]:g}"] == best, (name, task)
+            first = next(rate for rate in map(float, by_rate) if means[f"{rate:g}"] == best)   # ties: the first in the grid
+            assert entry["chosen"][name][task] == first
 
 
-def test_choose_takes_the_best_mean_over_tasks_and_seeds():
-    scores = {"1e-4": {"books": {"0": 0.9, "1": 0.9}, "names": {"0": 0.1, "1": 0.1}},     # mean 0.5
-              "3e-4": {"books": {"0": 0.6, "1": 0.6}, "names": {"0": 0.5, "1": 0.6}}}     # mean 0.575
-    assert choose.choose(scores) == "3e-4"
+def test_each_task_gets_the_rate_of_its_best_mean_over_seeds():
+    scores = {"1e-4": {"books": {"0": 0.9, "1": 0.9}, "names": {"0": 0.1, "1": 0.1}},
+              "3e-4": {"books": {"0": 0.6, "1": 0.6}, "names": {"0": 0.5, "1": 0.6}},
+              "1e-3": {"books": {"0": 0.95, "1": 0.85}, "names": {"0": 0.55, "1": 0.55}}}   # books: a tie
+    assert choose.choices(scores) == {"books": 1e-4, "names": 3e-4}     # a tie goes to the first rate
+    assert choose.choose({"1e-4": {"0": 0.2}, "3e-4": {"0": 0.4, "1": 0.2}}) == "3e-4"
 
 
 def test_stratified_split_is_disjoint_deterministic_and_keeps_the_classes_balanced():
