@@ -62,14 +62,10 @@ __all__ = sorted(_SUBMODULES) + ["setup"]
 
 def setup(seed: int = 0, deterministic: bool = True, verbose: bool = True, lecture: bool | None = None):
     """The first cell of every notebook: ``runtime.setup`` (seeds, device, profile, threads;
-    prints and returns its summary; in a smoke test, a line that says so), then the figure style (``viz.use_style``; large fonts for
+    prints and returns its summary), then the figure style (``viz.use_style``; large fonts for
     a projector when ``lecture`` or ``$COURSE_LECTURE=1``). Taught in: 00_welcome."""
-    from course_utils import recipes, runtime, viz  # torch and matplotlib: only when called
+    from course_utils import runtime, viz  # torch and matplotlib: only when called
     summary = runtime.setup(seed=seed, deterministic=deterministic, verbose=verbose, lecture=lecture)
-    caps = recipes.smoke()
-    if verbose and caps is not None:   # the recipes are capped (recipes.recipe): say so under the summary
-        print(f"SMOKE TEST: at most {caps.steps} training steps per run, the recipes' evaluation sizes "
-              f"at most {caps.eval_size}; the numbers mean nothing")
     viz.use_style(lecture=summary.lecture)
     return summary
 
