@@ -14,7 +14,7 @@ import torch
 
 from course_utils.checks import check_list, check_positive
 from course_utils.data.vocab import EOS_ID, PAD_ID, SOS_ID, check_src_batch
-from course_utils.runtime import check_device
+from course_utils.runtime import cap_decode_len, check_device
 
 
 def map_tensors(fn, tree):
@@ -42,7 +42,7 @@ def _sample_or_greedy(model, src, src_lengths, max_len, temperature, generator):
     src_lengths = check_src_batch(src, src_lengths)
     check_device(model, src, what="decoding")
     src_lengths = src_lengths.to(src.device)  # lengths may come from the CPU (packing wants them there)
-    max_len = check_positive("max_len", max_len)
+    max_len = cap_decode_len(check_positive("max_len", max_len))  # capped only in a smoke test
     was_training = model.training
     model.eval()
     memory, state = model.encode(src, src_lengths)
@@ -119,7 +119,7 @@ def beam_search(model, src, src_lengths, beam_size: int = 4, max_len: int = 60,
     src_lengths = src_lengths.to(src.device)  # lengths may come from the CPU (packing wants them there)
     if not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
-    max_len = check_positive("max_len", max_len)
+    max_len = cap_decode_len(check_positive("max_len", max_len))  # capped only in a smoke test
     was_training = model.training
     model.eval()
     batch, K, device = src.shape[0], beam_size, src.device

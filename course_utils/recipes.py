@@ -42,7 +42,7 @@ from typing import Callable, NamedTuple
 from course_utils.bert import BertConfig
 from course_utils.convs2s import ConvS2SConfig
 from course_utils.gpt import GPTConfig
-from course_utils.runtime import pick, positive_int_env
+from course_utils.runtime import pick, smoke_eval_size, smoke_steps
 from course_utils.schedules import linear_factor
 from course_utils.seq2seq import Seq2SeqConfig
 from course_utils.transformer import TransformerConfig
@@ -546,9 +546,6 @@ SMOKE_CAPS: dict[str, Callable[[object, int], dict]] = {
 
 #: in a smoke test, the most examples per training batch
 SMOKE_BATCH = 8
-#: in a smoke test, the evaluation size the recipes' caps use when ``COURSE_SMOKE_EVAL`` is unset
-#: (the browser test and the full-profile smoke test read it from here)
-SMOKE_EVAL_DEFAULT = 128
 
 
 class Smoke(NamedTuple):
@@ -558,16 +555,10 @@ class Smoke(NamedTuple):
 
 
 def smoke() -> Smoke | None:
-    """The smoke test's caps, or None outside a smoke test (train as the profile says):
-    ``$COURSE_SMOKE_STEPS`` optimiser steps per training run (a smoke test is on when it is set)
-    and ``$COURSE_SMOKE_EVAL`` examples per evaluation of the recipes that say how many they
-    evaluate (``SMOKE_CAPS``; default ``SMOKE_EVAL_DEFAULT``). This is the one reader of the smoke
-    test's settings: data, training and decoding take the numbers they are given."""
-    steps = positive_int_env("COURSE_SMOKE_STEPS")
-    if steps is None:
-        return None
-    size = positive_int_env("COURSE_SMOKE_EVAL")
-    return Smoke(steps, SMOKE_EVAL_DEFAULT if size is None else size)
+    """The smoke test's caps (``runtime.smoke_steps``, ``runtime.smoke_eval_size``), or None
+    outside a smoke test (train as the profile says)."""
+    steps = smoke_steps()
+    return None if steps is None else Smoke(steps, smoke_eval_size())
 
 
 def _step_fields(chosen) -> list[str]:

@@ -14,8 +14,16 @@ policy (too late to change it), ``setup()`` falls back to one thread and its sum
 so and how to fix it: every notebook imports course_utils first (a test checks).
 ``COURSE_NUM_THREADS`` overrides the thread count.
 
-The smoke test (a few training steps per run, to check the ``full`` profile on a CPU) is a
-change to the recipes only: ``recipes.recipe`` reads it and caps the recipe it returns.
+Smoke test: ``COURSE_SMOKE_STEPS=N`` keeps the profile's models and data but runs N optimiser
+steps per training run, so that the ``full`` profile can be checked on a CPU in minutes
+(tests/test_full_profile_smoke.py); the numbers printed then mean nothing. ``smoke_steps`` and
+``smoke_eval_size`` read it (and ``COURSE_SMOKE_EVAL``, test examples per split, default 128).
+``recipes.recipe`` writes the caps into the recipe it returns (every count of steps, batch
+size and what ``recipes.SMOKE_CAPS`` names): training and the fits run the steps they are
+given. Two caps are not in a recipe yet: ``data.load_synthetic`` and ``data.es_en_splits``
+keep ``smoke_eval_size()`` test pairs (validation splits stay whole: notebooks index into
+them), and ``decoding`` writes at most ``SMOKE_DECODE_LEN`` tokens per output
+(``cap_decode_len``).
 """
 
 from __future__ import annotations
@@ -33,6 +41,11 @@ import torch
 import course_utils
 
 PROFILES = ("fast", "full")
+
+
+#: test examples per split in a smoke run when ``COURSE_SMOKE_EVAL`` is unset (the browser
+#: test and the full-profile smoke test read it from here)
+SMOKE_EVAL_DEFAULT = 128
 
 
 def get_device() -> torch.device:
@@ -103,7 +116,7 @@ def pick(fast, full, name: str | None = None):
     return fast if name == "fast" else full
 
 
-def positive_int_env(name: str) -> int | None:
+def _positive_int_env(name: str) -> int | None:
     value = os.environ.get(name, "").strip()
     if not value:
         return None
@@ -114,6 +127,32 @@ def positive_int_env(name: str) -> int | None:
     if number < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
     return number
+
+
+def smoke_steps() -> int | None:
+    """``$COURSE_SMOKE_STEPS``: the cap on optimiser steps per training run of a smoke
+    test, or None (no smoke test: train as the profile says)."""
+    return _positive_int_env("COURSE_SMOKE_STEPS")
+
+
+def smoke_eval_size() -> int | None:
+    """In a smoke test, the cap on test examples: ``$COURSE_SMOKE_EVAL`` (default 128);
+    None outside a smoke test."""
+    if smoke_steps() is None:
+        return None
+    size = _positive_int_env("COURSE_SMOKE_EVAL")
+    return SMOKE_EVAL_DEFAULT if size is None else size
+
+
+#: in a smoke test, the longest output a decoder writes (an untrained model rarely ends its
+#: outputs, and decoding every test sentence to the full length was most of a smoke run)
+SMOKE_DECODE_LEN = 12
+
+
+def cap_decode_len(max_len: int) -> int:
+    """``max_len`` (tokens a decoder may write) capped at ``SMOKE_DECODE_LEN`` in a smoke
+    test; unchanged outside one."""
+    return max_len if smoke_steps() is None else min(max_len, SMOKE_DECODE_LEN)
 
 
 def _usable_cores() -> int:
@@ -133,7 +172,7 @@ def thread_choice() -> tuple[int, str]:
     imported *before* course_utils while ``OMP_WAIT_POLICY`` was not PASSIVE: its OpenMP
     threads then spin-wait, which can stall a small machine for minutes, so one thread is
     used and the note says how to get them all (import course_utils first)."""
-    requested = positive_int_env("COURSE_NUM_THREADS")
+    requested = _positive_int_env("COURSE_NUM_THREADS")
     if requested is not None:
         return requested, ""
     cores = min(_usable_cores(), MAX_THREADS)
@@ -233,4 +272,7 @@ def setup(seed: int = 0, deterministic: bool = True, verbose: bool = True,
     )
     if verbose:
         print(summary)
+        if smoke_steps() is not None:
+            print(f"SMOKE TEST: at most {smoke_steps()} training steps per run and "
+                  f"{smoke_eval_size()} test examples per split; the numbers mean nothing")
     return summary

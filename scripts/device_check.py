@@ -68,7 +68,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from course_utils.files import chapters
-from course_utils.recipes import SMOKE_EVAL_DEFAULT
+from course_utils.runtime import SMOKE_EVAL_DEFAULT
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the package whose frames are not where a mistake is (a call into it names its caller too)

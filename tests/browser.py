@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import course_utils  # KERNEL_ENV: the settings every kernel the course starts runs under
-from course_utils.recipes import SMOKE_EVAL_DEFAULT
+from course_utils.runtime import SMOKE_EVAL_DEFAULT
 from course_utils.files import chapters
 
 REPO = Path(__file__).resolve().parent.parent
@@ -548,7 +548,7 @@ def check_notebook_in_lab(context, lab: JupyterLab, name: str, shots: Path = SHO
 #: ``COURSE_BROWSER_STEPS=0`` (train as the profile says) change that for ``make browser-test``.
 BROWSER_PROFILE = os.environ.get("COURSE_BROWSER_PROFILE", "full")
 BROWSER_STEPS = int(os.environ.get("COURSE_BROWSER_STEPS", "2"))
-SMOKE_EVAL = SMOKE_EVAL_DEFAULT  # the recipes' evaluation sizes in a step-capped run (COURSE_SMOKE_EVAL)
+SMOKE_EVAL = SMOKE_EVAL_DEFAULT  # test examples per split in a step-capped run (COURSE_SMOKE_EVAL)
 #: the device the step-capped run's kernels see: ``check``, the device check (a CUDA GPU
 #: pretended on the CPU, scripts/device_check.py; ``COURSE_BROWSER_DEVICE=cpu`` turns it off),
 #: or the ``COURSE_DEVICE`` to give them

@@ -170,3 +170,22 @@ def test_decoding_refuses_a_model_left_on_the_cpu_beside_a_gpu(trained, monkeypa
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     with pytest.raises(RuntimeError, match=r"decoding: the model is on the CPU but a CUDA GPU is available.*model\.to\(device\)"):
         greedy_decode(on_cpu, b.src.cpu(), b.src_lengths.cpu())
+
+
+def test_a_smoke_test_caps_the_output_length_and_nothing_else_does(small_synthetic, monkeypatch, device):
+    from course_utils.runtime import SMOKE_DECODE_LEN
+    data = TranslationData.build(small_synthetic.train)
+    torch.manual_seed(0)
+    untrained = Seq2Seq(Seq2SeqConfig(len(data.src_vocab), len(data.tgt_vocab), emb_size=8,
+                                      hidden_size=8, attention="additive", attn_size=8)).to(device).eval()
+    b = data.with_pairs(small_synthetic.test).batches(8, by_length=False)[0].to(device)
+    max_len = SMOKE_DECODE_LEN + 8
+
+    def longest():
+        return (max(map(len, greedy_decode(untrained, b.src, b.src_lengths, max_len=max_len).tokens)),
+                max(map(len, beam_search(untrained, b.src, b.src_lengths, beam_size=2, max_len=max_len).tokens)))
+    monkeypatch.delenv("COURSE_SMOKE_STEPS", raising=False)
+    normal = longest()
+    assert max(normal) > SMOKE_DECODE_LEN        # an untrained model writes on past the cap
+    monkeypatch.setenv("COURSE_SMOKE_STEPS", "2")
+    assert max(longest()) <= SMOKE_DECODE_LEN

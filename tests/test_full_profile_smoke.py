@@ -4,8 +4,8 @@ data, but only a few training steps per run (a smoke test; no GPU needed).
 How: each notebook is executed with nbclient (a copy in memory; the stored notebook is not
 touched) with ``COURSE_PROFILE=full COURSE_SMOKE_STEPS=2 COURSE_SMOKE_EVAL=128``:
 ``recipes.recipe`` gives every notebook its recipe with every count of steps capped at 2 (and
-small batches, and the evaluation sizes its recipes name capped at 128: ``recipes.SMOKE_CAPS``);
-data and decoding are as in a real run. After 2 steps no model has learned, so the notebooks' quality
+small batches), and ``data.load_synthetic`` / ``data.es_en_splits`` keep the first 128 test
+pairs (see ``course_utils.runtime``). After 2 steps no model has learned, so the notebooks' quality
 asserts ("exact match > 95 %") cannot hold: an IPython AST transformer, installed by a
 cell prepended to the copy, turns ``assert`` statements into soft checks that are
 recorded and reported, not raised. Everything else that raises (a shape error, a missing
@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils.recipes import SMOKE_EVAL_DEFAULT
+from course_utils.runtime import SMOKE_EVAL_DEFAULT
 from course_utils.files import chapters
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -73,31 +73,6 @@ def test_the_smoke_caps_of_05_06_07(monkeypatch):
     assert (gpt.eval_windows, gpt.num_samples, gpt.sample_tokens, gpt.fine_tune_seeds) == (16, 8, 16, (0,))
 
 
-def test_the_smoke_settings_are_read_in_one_place(no_smoke, monkeypatch):
-    # recipes.smoke: COURSE_SMOKE_STEPS turns a smoke test on; COURSE_SMOKE_EVAL alone does not
-    assert recipes.smoke() is None
-    monkeypatch.setenv("COURSE_SMOKE_EVAL", "10")
-    assert recipes.smoke() is None, "COURSE_SMOKE_EVAL alone is no smoke test"
-    assert recipes.recipe("bert", "full") is recipes.BERT_FULL
-    monkeypatch.setenv("COURSE_SMOKE_STEPS", "3")
-    assert recipes.smoke() == (3, 10)
-    monkeypatch.delenv("COURSE_SMOKE_EVAL")
-    assert recipes.smoke() == (3, recipes.SMOKE_EVAL_DEFAULT)
-    # the data loaders are not cut: a smoke test changes recipes only
-    from course_utils import data
-    splits = data.load_synthetic(num_train=30, num_valid=20, num_test=20, cache=False)
-    assert (len(splits.train), len(splits.valid), len(splits.test)) == (30, 20, 20)
-
-
-@pytest.mark.parametrize("bad", ["0", "-2", "two"])
-@pytest.mark.parametrize("variable", ["COURSE_SMOKE_STEPS", "COURSE_SMOKE_EVAL"])
-def test_bad_smoke_settings_name_the_variable(no_smoke, monkeypatch, variable, bad):
-    monkeypatch.setenv("COURSE_SMOKE_STEPS", "2")
-    monkeypatch.setenv(variable, bad)
-    with pytest.raises(ValueError, match=f"{variable} must be a positive int"):
-        recipes.recipe("vit", "full")
-
-
 def test_an_unknown_name_or_profile_is_refused_with_the_choices(no_smoke):
     with pytest.raises(ValueError, match="no recipe named 'bart': expected one of attention, bert, bpe"):
         recipes.recipe("bart")

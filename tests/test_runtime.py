@@ -127,6 +127,30 @@ def test_import_is_lazy():
     assert out.stdout.strip() == "ok"
 
 
+def test_smoke_knob_caps_test_sets(monkeypatch):
+    """(What a smoke test does to the recipes: tests/test_recipes.py.)"""
+    monkeypatch.delenv("COURSE_SMOKE_STEPS", raising=False)
+    monkeypatch.delenv("COURSE_SMOKE_EVAL", raising=False)
+    assert runtime.smoke_steps() is None and runtime.smoke_eval_size() is None
+    monkeypatch.setenv("COURSE_SMOKE_EVAL", "10")
+    assert runtime.smoke_eval_size() is None, "COURSE_SMOKE_EVAL alone is no smoke test"
+    monkeypatch.setenv("COURSE_SMOKE_STEPS", "3")
+    monkeypatch.delenv("COURSE_SMOKE_EVAL")
+    assert runtime.smoke_steps() == 3 and runtime.smoke_eval_size() == 128
+    monkeypatch.setenv("COURSE_SMOKE_EVAL", "10")
+    assert runtime.smoke_eval_size() == 10
+    from course_utils import data
+    splits = data.load_synthetic(num_train=30, num_valid=20, num_test=20, cache=False)
+    assert (len(splits.train), len(splits.valid), len(splits.test)) == (30, 20, 10)
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "two"])
+def test_bad_smoke_values_name_the_variable(monkeypatch, bad):
+    monkeypatch.setenv("COURSE_SMOKE_STEPS", bad)
+    with pytest.raises(ValueError, match="COURSE_SMOKE_STEPS must be a positive int"):
+        runtime.smoke_steps()
+
+
 def test_course_device_overrides_and_is_validated(monkeypatch):
     monkeypatch.setenv("COURSE_DEVICE", "cpu")
     assert runtime.get_device() == torch.device("cpu")

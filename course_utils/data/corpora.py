@@ -18,7 +18,7 @@ import random
 from pathlib import Path
 from typing import NamedTuple
 
-from course_utils.data.splits import Splits
+from course_utils.data.splits import Splits, smoke_capped
 
 REBUILD = {
     "es_en_bible.tsv.gz": "python scripts/build_es_en_corpus.py",
@@ -113,7 +113,8 @@ def es_en_splits(max_len: int | None = 20, num_valid: int = 500, num_test: int =
         raise ValueError(f"num_valid + num_test = {num_valid + num_test} leaves no training "
                          f"pairs out of {len(pairs)}")
     random.Random(seed).shuffle(pairs)
-    return Splits(pairs[num_valid + num_test:], pairs[num_test:num_test + num_valid], pairs[:num_test])
+    return smoke_capped(Splits(pairs[num_valid + num_test:], pairs[num_test:num_test + num_valid],
+                                pairs[:num_test]))
 
 
 class Paragraph(NamedTuple):

@@ -1,5 +1,5 @@
 """Train, validation and test splits (``Splits``), what every loader of ``course_utils.data``
-returns.
+returns, and the one place a smoke test cuts a test split (``smoke_capped``).
 
 Taught in: 00_welcome (the data at a glance). Leaves out: how a split is drawn (each loader
 draws its own, fixed by its seed).
@@ -15,3 +15,11 @@ class Splits(NamedTuple):
     train: list
     valid: list
     test: list
+
+
+def smoke_capped(splits: Splits) -> Splits:
+    """In a smoke test (``runtime.smoke_eval_size``), only the first test pairs; otherwise
+    ``splits`` as they are. (Plumbing of ``load_synthetic`` and ``es_en_splits``.)"""
+    from course_utils.runtime import smoke_eval_size
+    size = smoke_eval_size()
+    return splits if size is None else Splits(splits.train, splits.valid, splits.test[:size])

@@ -44,7 +44,7 @@ import random
 from typing import Iterable
 
 from course_utils.data.corpora import data_dir
-from course_utils.data.splits import Splits
+from course_utils.data.splits import Splits, smoke_capped
 from course_utils.data.vocab import normalize
 from course_utils.files import write_atomic
 
@@ -211,8 +211,9 @@ def load_synthetic(num_train: int = 20000, num_valid: int = 1000, num_test: int 
     the versions of the generator, num2words and babel.
     """
     key = (num_train, num_valid, num_test, seed)
-    return (Splits(*(list(split) for split in _cached_synthetic(*key))) if cache
-            else _generate_synthetic(*key))
+    splits = (Splits(*(list(split) for split in _cached_synthetic(*key))) if cache
+              else _generate_synthetic(*key))
+    return smoke_capped(splits)
 
 
 def _generate_synthetic(num_train, num_valid, num_test, seed) -> Splits:
